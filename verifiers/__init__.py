@@ -1,0 +1,24 @@
+"""Verifiers: decide whether an action is functionally equivalent to the expert's.
+
+Import :func:`build_verifier` to get one by name or config; every built-in is
+registered when this package is imported.
+"""
+
+from pivot_envs.verifiers.base import (
+    Verifier,
+    VerifierSpec,
+    build_verifier,
+    register_verifier,
+    verifier_class,
+    verifier_names,
+)
+from pivot_envs.verifiers import strict  # noqa: F401  (registers "strict")
+
+__all__ = [
+    "Verifier",
+    "VerifierSpec",
+    "build_verifier",
+    "register_verifier",
+    "verifier_class",
+    "verifier_names",
+]

@@ -1,0 +1,142 @@
+"""The verifier protocol and the verifier registry.
+
+A verifier decides whether an :class:`~pivot_envs.types.Action` is functionally
+equivalent to the expert action of a :class:`~pivot_envs.types.Pivot`::
+
+    result = verifier.verify(action, pivot)          # one
+    results = verifier.verify_many(actions, pivots)  # a group, in order
+    result = await verifier.averify(action, pivot)   # async forms
+
+Verifiers are plain picklable objects built from a config (a name plus
+parameters) so that multiprocessing and Ray can ship them::
+
+    build_verifier("strict")
+    build_verifier({"name": "fuzzy", "threshold": 90})
+    verifier.config()  # -> {"name": "fuzzy", "threshold": 90, ...}
+
+An infrastructure failure (judge down, sandbox crash, timeout of the verifier
+itself) is returned as ``VerifyResult(error=...)``, never as a silent 0 or 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any, Callable, ClassVar, Sequence, TypeVar
+
+from pivot_envs.actions import parse_action
+from pivot_envs.types import Action, Message, Pivot, VerifyResult
+
+VerifierSpec = Any
+"""A verifier name (``"strict"``), a config dict (``{"name": ..., **params}``) or a Verifier."""
+
+_REGISTRY: dict[str, type["Verifier"]] = {}
+
+V = TypeVar("V", bound=type)
+
+
+class Verifier:
+    """Base class. Subclasses set ``name`` and implement :meth:`verify`.
+
+    Subclasses are dataclasses: their fields are the config parameters, so
+    ``config()`` and ``build_verifier(config)`` round-trip.
+    """
+
+    name: ClassVar[str] = "base"
+
+    def verify(self, action: Action, pivot: Pivot) -> VerifyResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def verify_many(self, actions: Sequence[Action], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
+        """Verify a batch, in order. ``pivots`` may be one pivot shared by all actions (a group)."""
+        pivot_list = _broadcast(pivots, len(actions))
+        return [self.safe_verify(a, p) for a, p in zip(actions, pivot_list)]
+
+    async def averify(self, action: Action, pivot: Pivot) -> VerifyResult:
+        """Async form; the default runs :meth:`safe_verify` in a worker thread."""
+        return await asyncio.to_thread(self.safe_verify, action, pivot)
+
+    async def averify_many(self, actions: Sequence[Action], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
+        pivot_list = _broadcast(pivots, len(actions))
+        return list(await asyncio.gather(*(self.averify(a, p) for a, p in zip(actions, pivot_list))))
+
+    def safe_verify(self, action: Action | str | Message, pivot: Pivot) -> VerifyResult:
+        """:meth:`verify` that never raises: an unexpected exception becomes ``error``."""
+        try:
+            return self.verify(parse_action(action), pivot)
+        except Exception as exc:  # noqa: BLE001 - a verifier bug must not kill a batch
+            return VerifyResult.failure(self.name, f"{type(exc).__name__}: {exc}")
+
+    def config(self) -> dict[str, Any]:
+        """The config that rebuilds this verifier with :func:`build_verifier`."""
+        params = {}
+        if dataclasses.is_dataclass(self):
+            for f in dataclasses.fields(self):
+                if f.init and not f.name.startswith("_"):
+                    params[f.name] = _config_value(getattr(self, f.name))
+        return {"name": self.name, **params}
+
+    def __call__(self, action: Action | str | Message, pivot: Pivot) -> VerifyResult:
+        return self.safe_verify(action, pivot)
+
+
+def _config_value(value: Any) -> Any:
+    if isinstance(value, Verifier):
+        return value.config()
+    if isinstance(value, (list, tuple)):
+        return [_config_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _config_value(v) for k, v in value.items()}
+    return value
+
+
+def _broadcast(pivots: Sequence[Pivot] | Pivot, n: int) -> list[Pivot]:
+    if isinstance(pivots, Pivot):
+        return [pivots] * n
+    pivot_list = list(pivots)
+    if len(pivot_list) != n:
+        raise ValueError(f"verify_many got {n} actions but {len(pivot_list)} pivots")
+    return pivot_list
+
+
+def register_verifier(name: str) -> Callable[[V], V]:
+    """Class decorator: register a Verifier subclass under ``name``."""
+
+    def deco(cls: V) -> V:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"verifier {name!r} is already registered by {_REGISTRY[name].__module__}")
+        cls.name = name  # type: ignore[attr-defined]
+        _REGISTRY[name] = cls  # type: ignore[assignment]
+        return cls
+
+    return deco
+
+
+def verifier_names() -> list[str]:
+    """Names of all registered verifiers."""
+    return sorted(_REGISTRY)
+
+
+def verifier_class(name: str) -> type[Verifier]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown verifier {name!r}; known: {', '.join(verifier_names())}") from None
+
+
+def build_verifier(spec: VerifierSpec) -> Verifier:
+    """Build a verifier from a name, a config dict or an existing Verifier."""
+    if isinstance(spec, Verifier):
+        return spec
+    if isinstance(spec, str):
+        return verifier_class(spec)()
+    if isinstance(spec, dict):
+        if "name" not in spec:
+            raise ValueError(f"verifier config needs a 'name' field, got keys {sorted(spec)}")
+        params = {k: v for k, v in spec.items() if k != "name"}
+        cls = verifier_class(spec["name"])
+        try:
+            return cls(**params)
+        except TypeError as exc:
+            raise ValueError(f"bad parameters for verifier {spec['name']!r}: {exc}") from None
+    raise TypeError(f"cannot build a verifier from {type(spec).__name__}")
