@@ -2,11 +2,18 @@
 
 from pivot_envs.actions import parse_action
 from pivot_envs.types import Action, Fixture, Message, Pivot, Profile, Trajectory, VerifyResult
+from pivot_envs.domains import Domain, get_domain, register_domain
+from pivot_envs.builtin_domains import register_builtin_domains
+
+register_builtin_domains()
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Action",
+    "Domain",
+    "get_domain",
+    "register_domain",
     "Fixture",
     "Message",
     "Pivot",

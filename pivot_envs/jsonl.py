@@ -60,9 +60,26 @@ class ReadReport:
 def open_text(path: str | Path, mode: str = "rt") -> io.TextIOBase:
     """Open a plain or gzip-compressed (``.gz``) text file as UTF-8."""
     path = Path(path)
-    if path.suffix == ".gz":
-        return gzip.open(path, mode, encoding="utf-8")  # type: ignore[return-value]
-    return open(path, mode, encoding="utf-8")
+    if path.suffix != ".gz":
+        return open(path, mode, encoding="utf-8")
+    if "w" in mode:  # mtime=0: byte-identical output for identical rows (reproducible bundled data)
+        raw = gzip.GzipFile(filename="", mode="wb", fileobj=open(path, "wb"), mtime=0)
+        return _ClosingTextWrapper(raw)
+    return gzip.open(path, mode, encoding="utf-8")  # type: ignore[return-value]
+
+
+class _ClosingTextWrapper(io.TextIOWrapper):
+    """A UTF-8 text wrapper over a GzipFile that also closes the underlying file object."""
+
+    def __init__(self, raw: gzip.GzipFile):
+        super().__init__(raw, encoding="utf-8")  # type: ignore[arg-type]
+        self._gz = raw
+
+    def close(self) -> None:
+        fileobj = self._gz.fileobj
+        super().close()
+        if fileobj is not None:
+            fileobj.close()
 
 
 def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any | BadRowError]]:

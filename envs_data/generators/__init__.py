@@ -1,0 +1,1 @@
+"""Generators of the bundled expert-trajectory data, one module per domain."""

@@ -1,0 +1,56 @@
+"""The four built-in domains: conversational tool use, terminal, SWE, search."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from pivot_envs.domains import Domain, register_domain
+
+
+def _bundled(domain: str, split: str):
+    from pivot_envs.envs_data import load_pivots
+
+    return load_pivots(domain, split)
+
+
+BUILTIN_DOMAINS = [
+    Domain(
+        name="tool_use",
+        env_id="pivot/ToolUse-v0",
+        description="customer-service agent: JSON-schema tools over an orders/bookings/accounts database",
+        default_verifier="strict",
+        skip_chat_only=False,
+        load_pivots=partial(_bundled, "tool_use"),
+    ),
+    Domain(
+        name="terminal",
+        env_id="pivot/Terminal-v0",
+        description="shell tasks over file-system fixtures; one `bash` tool call per turn",
+        default_verifier="strict",
+        skip_chat_only=True,
+        fixture_mode="replay",
+        command_argument="command",
+        load_pivots=partial(_bundled, "terminal"),
+    ),
+    Domain(
+        name="swe",
+        env_id="pivot/SWE-v0",
+        description="repository editing in the SWE-agent style: open_file, search_dir, edit, run_tests, submit",
+        default_verifier="strict",
+        skip_chat_only=True,
+        load_pivots=partial(_bundled, "swe"),
+    ),
+    Domain(
+        name="search",
+        env_id="pivot/Search-v0",
+        description="multi-hop questions answered with search(query) / open(doc_id) over a local corpus",
+        default_verifier="strict",
+        skip_chat_only=False,
+        load_pivots=partial(_bundled, "search"),
+    ),
+]
+
+
+def register_builtin_domains() -> None:
+    for domain in BUILTIN_DOMAINS:
+        register_domain(domain, replace=True)

@@ -1,0 +1,114 @@
+"""Agentic domains: what makes ``pivot/<Domain>-v0`` a distinct env.
+
+A :class:`Domain` names the env id, the default verifier, how pivots are
+extracted from its trajectories, and where its bundled data lives. Built-ins are
+registered by :mod:`pivot_envs.builtin_domains`; users add their own with
+:func:`register_domain`, and third-party packages publish one through the
+``pivot_envs.domains`` entry-point group (the entry point loads to a
+:class:`Domain` or to a zero-argument callable returning one)::
+
+    # a plugin's pyproject.toml
+    [project.entry-points."pivot_envs.domains"]
+    recipes = "my_pkg.domain:DOMAIN"
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+import gymnasium
+
+from pivot_envs.actions import parse_action
+from pivot_envs.types import Action, Message, Pivot
+
+ENTRY_POINT_GROUP = "pivot_envs.domains"
+
+_DOMAINS: dict[str, "Domain"] = {}
+_PLUGINS_LOADED: list[bool] = []  # a one-slot flag: entry points are read once per process
+
+
+@dataclass
+class Domain:
+    """An agentic domain.
+
+    Attributes:
+        name: short identifier used on the CLI and in pivot files (``tool_use``).
+        env_id: gymnasium id, ``pivot/<Name>-v0``.
+        description: one line shown by ``pivot-envs list``.
+        default_verifier: a verifier spec (name or config dict), or a zero-argument
+            callable returning one, used when the env is made without ``verifier=``.
+        skip_chat_only: extraction skips assistant turns without tool calls.
+        fixture_mode: ``"static"`` (every pivot gets the trajectory's fixture) or
+            ``"replay"`` (the fixture's setup is extended with the episode's earlier
+            shell commands, so the state at the turn is rebuilt by replaying them).
+        command_argument: for ``replay``: the tool-call argument holding the shell command.
+        load_pivots: ``split -> list[Pivot]`` for the bundled data, or ``None`` when the
+            domain ships no data (then ``pivots=`` is required).
+        parse_action: turns raw model text (or a message dict) into an :class:`Action`.
+    """
+
+    name: str
+    env_id: str
+    description: str = ""
+    default_verifier: Any = "strict"
+    skip_chat_only: bool = False
+    fixture_mode: str = "static"
+    command_argument: str = "command"
+    load_pivots: Callable[[str], list[Pivot]] | None = None
+    parse_action: Callable[[str | Message], Action] = field(default=parse_action)
+
+    def verifier_spec(self) -> Any:
+        """The default verifier spec, resolved if it is a callable."""
+        spec = self.default_verifier
+        return spec() if callable(spec) else spec
+
+
+def register_domain(domain: Domain, *, replace: bool = False) -> Domain:
+    """Register ``domain`` and its gymnasium env id. Raises if the name is taken (unless ``replace``)."""
+    if not isinstance(domain, Domain):
+        raise TypeError(f"register_domain expects a pivot_envs.domains.Domain, got {type(domain).__name__}")
+    if domain.fixture_mode not in ("static", "replay"):
+        raise ValueError(f"domain {domain.name!r}: fixture_mode must be 'static' or 'replay'")
+    if domain.name in _DOMAINS and not replace:
+        raise ValueError(f"domain {domain.name!r} is already registered; pass replace=True to override it")
+    _DOMAINS[domain.name] = domain
+    if domain.env_id in gymnasium.registry:
+        del gymnasium.registry[domain.env_id]
+    gymnasium.register(id=domain.env_id, entry_point="pivot_envs.env:PivotEnv", kwargs={"domain": domain.name})
+    return domain
+
+
+def get_domain(name: str) -> Domain:
+    """The registered domain ``name`` (plugins are loaded on first use)."""
+    load_plugins()
+    try:
+        return _DOMAINS[name]
+    except KeyError:
+        raise ValueError(f"unknown domain {name!r}; known: {', '.join(domain_names())}") from None
+
+
+def domain_names() -> list[str]:
+    load_plugins()
+    return sorted(_DOMAINS)
+
+
+def all_domains() -> list[Domain]:
+    return [_DOMAINS[n] for n in domain_names()]
+
+
+def load_plugins() -> None:
+    """Register the domains published by installed packages (entry-point group ``pivot_envs.domains``)."""
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED.append(True)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+            domain = obj() if callable(obj) and not isinstance(obj, Domain) else obj
+            if domain.name not in _DOMAINS:
+                register_domain(domain)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the library
+            warnings.warn(f"pivot_envs: could not load domain plugin {ep.name!r} ({ep.value}): {exc}", stacklevel=2)

@@ -1,0 +1,272 @@
+"""Tiny local causal language models, built and trained offline on CPU.
+
+Tests, examples and the small-scale reproduction need a *real* model that any
+Hugging Face tool can load (``from_pretrained``, ``transformers serve``, vLLM)
+without downloading anything. This module builds one from scratch::
+
+    from pivot_envs.tiny_model import build_tiny_model, train_lm
+
+    model_dir = build_tiny_model("out/tiny", texts, vocab_size=384, seed=0)
+    train_lm(model_dir, [("<prompt>", "<completion>")] * 32, steps=80, lr=3e-3)
+
+* the tokenizer is a byte-level BPE trained with the ``tokenizers`` library on
+  ``texts`` (every byte is in its alphabet, so any text can be encoded);
+* the model is a Llama-style decoder (RoPE, RMSNorm, SwiGLU) with tied
+  embeddings; the defaults give about 120K parameters;
+* the chat template is ChatML (``<|im_start|>role\\n...<|im_end|>\\n``) and
+  ``<|im_end|>`` is the end-of-sequence token, so generation stops after a turn.
+
+``torch``, ``transformers`` and ``tokenizers`` (the ``train`` extra) are
+imported lazily: ``import pivot_envs`` never needs them.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Sequence, Union
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from transformers import PreTrainedTokenizerFast
+
+BOS = "<|bos|>"
+EOS = "<|im_end|>"
+PAD = "<|pad|>"
+IM_START = "<|im_start|>"
+SPECIAL_TOKENS = [PAD, BOS, IM_START, EOS]
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+"""ChatML: the turn of each message, then the open assistant turn when asked for a generation prompt."""
+
+Example = Union[str, tuple[str, str]]
+"""A training example: a text (loss on every token) or ``(prompt, completion)`` (loss on the completion only)."""
+
+
+@dataclass
+class TinyModelConfig:
+    """Shape of a tiny Llama-style model.
+
+    Attributes:
+        vocab_size: size of the byte-level BPE vocabulary (>= 256 bytes + special tokens).
+        hidden_size: width of the residual stream.
+        n_layers: number of decoder layers.
+        n_heads: attention heads (``hidden_size`` must be divisible by it).
+        intermediate_size: width of the SwiGLU MLP; ``None`` means ``2 * hidden_size``.
+        max_positions: longest sequence (prompt + generation) in tokens; RoPE costs no parameters.
+    """
+
+    vocab_size: int = 384
+    hidden_size: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    intermediate_size: int | None = None
+    max_positions: int = 4096
+
+
+@dataclass
+class TrainReport:
+    """What :func:`train_lm` did.
+
+    Attributes:
+        steps: optimiser steps taken.
+        losses: mean token loss of each step.
+        tokens: completion tokens the loss was taken over, summed over steps.
+        seconds: wall time of the training loop.
+    """
+
+    steps: int
+    losses: list[float] = field(default_factory=list)
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def final_loss(self) -> float:
+        return self.losses[-1] if self.losses else math.nan
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 384) -> "PreTrainedTokenizerFast":
+    """Train a byte-level BPE tokenizer on ``texts`` (offline) and wrap it for ``transformers``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if vocab_size < len(alphabet) + len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size must be >= {len(alphabet) + len(SPECIAL_TOKENS)} (256 bytes + special tokens)")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=alphabet, show_progress=False
+    )
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=BOS, eos_token=EOS, pad_token=PAD, additional_special_tokens=[IM_START]
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny_model(
+    out_dir: str | Path,
+    texts: Sequence[str],
+    *,
+    vocab_size: int = 384,
+    hidden_size: int = 64,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    intermediate_size: int | None = None,
+    max_positions: int = 4096,
+    seed: int = 0,
+) -> Path:
+    """Build an untrained tiny Llama-style model with a tokenizer trained on ``texts``.
+
+    Writes ``config.json``, ``model.safetensors``, the tokenizer files (with
+    the chat template) and ``generation_config.json`` to ``out_dir``, and
+    returns that directory. The weights are deterministic under ``seed``.
+    """
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    shape = TinyModelConfig(vocab_size, hidden_size, n_layers, n_heads, intermediate_size, max_positions)
+    if shape.hidden_size % shape.n_heads:
+        raise ValueError(f"hidden_size={hidden_size} must be divisible by n_heads={n_heads}")
+    texts = list(texts)
+    if not texts:
+        raise ValueError("build_tiny_model needs at least one text to train the tokenizer on")
+    tokenizer = train_tokenizer(texts, shape.vocab_size)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=shape.hidden_size,
+        intermediate_size=shape.intermediate_size or 2 * shape.hidden_size,
+        num_hidden_layers=shape.n_layers,
+        num_attention_heads=shape.n_heads,
+        num_key_value_heads=shape.n_heads,
+        max_position_embeddings=shape.max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        do_sample=False,
+        max_new_tokens=64,
+    )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def count_parameters(model_dir: str | Path) -> int:
+    """Number of distinct parameters of the model saved in ``model_dir``."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    return sum(p.numel() for p in model.parameters())
+
+
+def train_lm(
+    model_dir: str | Path,
+    examples: Sequence[Example],
+    steps: int = 100,
+    lr: float = 3e-3,
+    seed: int = 0,
+    *,
+    batch_size: int = 8,
+    max_length: int | None = None,
+) -> TrainReport:
+    """Train the causal LM in ``model_dir`` on ``examples`` with AdamW on CPU and save it back.
+
+    Each example is a text (next-token loss on all its tokens) or a
+    ``(prompt, completion)`` pair: the loss is taken on the completion and the
+    end-of-sequence token that follows it, so the model learns to stop there.
+    Batches are drawn with replacement under ``seed``; the learning rate
+    decays linearly to 10 % over ``steps``. Deterministic under ``seed``.
+    """
+    import time
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not examples:
+        raise ValueError("train_lm needs at least one example")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    limit = max_length or model.config.max_position_embeddings
+    rows = [_encode(tokenizer, ex, limit) for ex in examples]
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1.0 - 0.9 * i / max(1, steps))
+    model.train()
+    report = TrainReport(steps=steps)
+    start = time.perf_counter()
+    for _ in range(steps):
+        batch = [rows[rng.randrange(len(rows))] for _ in range(batch_size)]
+        ids, labels, mask = _collate(batch, tokenizer.pad_token_id)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optim.step()
+        sched.step()
+        report.losses.append(float(loss.detach()))
+        report.tokens += int((labels[:, 1:] != -100).sum())
+    report.seconds = time.perf_counter() - start
+    model.eval()
+    model.save_pretrained(model_dir)
+    return report
+
+
+def generate(model_dir: str | Path, messages: list[dict], max_new_tokens: int = 64) -> str:
+    """Greedy chat completion with the model in ``model_dir`` (for checks; servers do this in production)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False)
+    return tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def _encode(tokenizer, example: Example, limit: int) -> tuple[list[int], list[int]]:
+    """Token ids and labels (-100 where no loss is taken), cut to ``limit`` keeping the end."""
+    if isinstance(example, str):
+        ids = tokenizer(example, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        labels = list(ids)
+    else:
+        prompt, completion = example
+        p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        ids, labels = p + c, [-100] * len(p) + c
+    return ids[-limit:], labels[-limit:]
+
+
+def _collate(batch: list[tuple[list[int], list[int]]], pad_id: int):
+    import torch
+
+    width = max(len(ids) for ids, _ in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for i, (row_ids, row_labels) in enumerate(batch):
+        ids[i, : len(row_ids)] = torch.tensor(row_ids)
+        labels[i, : len(row_labels)] = torch.tensor(row_labels)
+        mask[i, : len(row_ids)] = 1
+    return ids, labels, mask
