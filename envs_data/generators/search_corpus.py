@@ -355,6 +355,9 @@ def _render(entity: Entity, world: World, rng: random.Random) -> list[str]:
         based = [c.name for c in world.of_kind("company") if c.attrs["headquartered_in"] == entity.id][:3]
         if based:
             out.append(pick([f"Companies based in {n} include {_join(based)}.", f"{_join(based)} {'have' if len(based) > 1 else 'has'} {'their' if len(based) > 1 else 'its'} head office here."]))
+        natives = [p.name for p in world.of_kind("person") if p.attrs["born_in"] == entity.id][:3]
+        if natives:
+            out.append(pick([f"Notable people born in {n} include {_join(natives)}.", f"{_join(natives)} {'were' if len(natives) > 1 else 'was'} born here."]))
         clubs = [c.name for c in world.of_kind("club") if c.attrs["plays_in"] == entity.id][:2]
         if clubs:
             out.append(f"It is home to {_join(clubs)}.")
@@ -372,7 +375,7 @@ def _render(entity: Entity, world: World, rng: random.Random) -> list[str]:
     elif entity.kind == "person":
         he, his = _pron(entity)
         surname = n.split()[-1]
-        occ = a["occupation"]
+        occ = a["occupation"].replace("businessman", "businesswoman" if a["gender"] == "f" else "businessman")
         dates = f"{a['born']}–{a['died']}" if a.get("died") else f"born {a['born']}"
         out.append(f"{n} ({dates}) was {_article(occ)} {occ}.")
         born_in = name(a["born_in"])
@@ -421,7 +424,7 @@ def _render(entity: Entity, world: World, rng: random.Random) -> list[str]:
                          f"{n} is a {a['genre']} by the writer {author}, published in {a['year']}."]))
         pub = name(a["published_by"])
         out.append(pick([f"It was published by {pub}.", f"The first edition appeared from {pub}.", f"{pub} brought out the first edition."]))
-        out.append(pick([f"The story is set in {name(a['setting'])}.", f"Most of the book takes place in {name(a['setting'])}."]))
+        out.append(pick([f"It is set in {name(a['setting'])}.", f"Most of the book takes place in {name(a['setting'])}."]))
         out.append(pick(["It was well received by critics.", "It has been translated into several languages.",
                          "It was later adapted for the stage.", "Reviewers praised its prose."]))
     elif entity.kind == "invention":

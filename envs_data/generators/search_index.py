@@ -6,9 +6,11 @@ Pure Python, no dependencies, deterministic on every machine:
   removed (question words included, so "who founded X" ranks like "X
   founded"), and a light suffix stemmer (``founders``/``founded``/``founder``
   all become ``found``);
-- scoring: Okapi BM25 over one field in which every title token counts
-  ``title_weight`` times (a document titled "Velrin Tools" beats a document
-  that merely mentions Velrin Tools);
+- scoring: BM25F over two fields, title and body, each length-normalised on
+  its own, a title occurrence weighing ``title_weight`` body occurrences (a
+  document titled "Velrin Tools" beats one that merely mentions Velrin Tools,
+  and the city "Port Avila" beats the club "Port Avila Rovers" for the query
+  "Port Avila");
 - ties: equal scores are broken by the document's position in the corpus, so
   the ranking never depends on dict or set order;
 - snippets: the sentence of the document that shares the most query terms
@@ -85,14 +87,16 @@ class IndexConfig:
 
     Attributes:
         k1: BM25 term-frequency saturation.
-        b: BM25 length normalisation (0 = none, 1 = full).
-        title_weight: how many times each title token counts in a document's term frequencies.
+        b: BM25 length normalisation of the body (0 = none, 1 = full).
+        b_title: length normalisation of the title (a short exact title beats a longer one).
+        title_weight: weight of a title occurrence relative to a body occurrence (BM25F).
         snippet_chars: maximum snippet length in characters (an ellipsis marks a cut).
     """
 
     k1: float = 1.2
     b: float = 0.75
-    title_weight: int = 3
+    b_title: float = 0.75
+    title_weight: float = 3.0
     snippet_chars: int = 140
 
 
@@ -105,11 +109,11 @@ class SearchIndex:
 
     docs: list[dict[str, str]]
     config: IndexConfig = field(default_factory=IndexConfig)
-    _postings: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
-    _lengths: list[int] = field(default_factory=list, repr=False)
+    _postings: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict, repr=False)
+    _lengths: list[tuple[int, int]] = field(default_factory=list, repr=False)
     _by_id: dict[str, int] = field(default_factory=dict, repr=False)
     _by_title: dict[str, str] = field(default_factory=dict, repr=False)
-    _avg_len: float = 0.0
+    _avg_len: tuple[float, float] = (1.0, 1.0)
 
     @classmethod
     def build(cls, docs: Iterable[dict[str, Any]], config: IndexConfig | None = None) -> "SearchIndex":
@@ -125,23 +129,25 @@ class SearchIndex:
         return index
 
     def _index(self) -> None:
-        weight = self.config.title_weight
         for pos, doc in enumerate(self.docs):
             if doc["doc_id"] in self._by_id:
                 raise ValueError(f"document #{pos}: duplicate doc_id {doc['doc_id']!r}")
             self._by_id[doc["doc_id"]] = pos
             self._by_title.setdefault(doc["title"].casefold(), doc["doc_id"])
-            counts: dict[str, int] = {}
+            counts: dict[str, list[int]] = {}
             title_terms = tokenize(doc["title"])
             body_terms = tokenize(doc["text"])
-            for term in title_terms:
-                counts[term] = counts.get(term, 0) + weight
-            for term in body_terms:
-                counts[term] = counts.get(term, 0) + 1
-            for term, tf in counts.items():
-                self._postings.setdefault(term, []).append((pos, tf))
-            self._lengths.append(weight * len(title_terms) + len(body_terms))
-        self._avg_len = sum(self._lengths) / max(1, len(self._lengths))
+            for field_no, terms in ((0, title_terms), (1, body_terms)):
+                for term in terms:
+                    counts.setdefault(term, [0, 0])[field_no] += 1
+            for term, (tf_title, tf_body) in counts.items():
+                self._postings.setdefault(term, []).append((pos, tf_title, tf_body))
+            self._lengths.append((len(title_terms), len(body_terms)))
+        n = max(1, len(self._lengths))
+        self._avg_len = (
+            max(1e-9, sum(t for t, _ in self._lengths) / n),
+            max(1e-9, sum(b for _, b in self._lengths) / n),
+        )
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -166,13 +172,16 @@ class SearchIndex:
     def search(self, query: str, top_k: int = 5) -> list[Hit]:
         """The ``top_k`` best documents for ``query``, best first (only documents sharing a term)."""
         terms = list(dict.fromkeys(tokenize(query)))
-        k1, b = self.config.k1, self.config.b
+        cfg = self.config
+        avg_title, avg_body = self._avg_len
         scores: dict[int, float] = {}
         for term in terms:
             idf = self.idf(term)
-            for pos, tf in self._postings.get(term, ()):
-                norm = k1 * (1.0 - b + b * self._lengths[pos] / self._avg_len)
-                scores[pos] = scores.get(pos, 0.0) + idf * tf * (k1 + 1.0) / (tf + norm)
+            for pos, tf_title, tf_body in self._postings.get(term, ()):
+                len_title, len_body = self._lengths[pos]
+                tf = cfg.title_weight * tf_title / (1.0 - cfg.b_title + cfg.b_title * len_title / avg_title)
+                tf += tf_body / (1.0 - cfg.b + cfg.b * len_body / avg_body)
+                scores[pos] = scores.get(pos, 0.0) + idf * tf * (cfg.k1 + 1.0) / (tf + cfg.k1)
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[: max(0, top_k)]
         return [
             Hit(
