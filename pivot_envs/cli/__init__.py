@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "extract_cmd",
     "data_cmd",
     "env_cmd",
+    "verify_cmd",
     "demo_cmd",
 ]
 

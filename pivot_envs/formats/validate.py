@@ -76,9 +76,8 @@ def check_message(message: Any, field_name: str, call_ids: set[str] | None = Non
     calls = message.get("tool_calls")
     content = message.get("content")
     if content is None:
-        if role != "assistant" or (not calls and "content" not in message and not message.get("reasoning_content")):
-            if role != "assistant":
-                raise RowError(f"{field_name}.content", "missing or null content", "give the message a string content")
+        if role != "assistant":
+            raise RowError(f"{field_name}.content", "missing or null content", "give the message a string content")
     else:
         check_content(content, f"{field_name}.content")
     if calls is not None:

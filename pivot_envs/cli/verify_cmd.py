@@ -1,0 +1,130 @@
+"""``pivot-envs verify``: run verifiers standalone, in batch or one-off, and the miss-rate report."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from pivot_envs.cli.common import console, fail, progress, user_errors
+
+
+def verify_command(
+    input: Optional[Path] = typer.Option(None, "--input", "-i", help="JSONL of {id, expected, action, tools?, context?, fixture?, verifier?}."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSONL of {id, reward, passed, verifier, reason, error}, in input order."),
+    verifier: Optional[str] = typer.Option(None, "--verifier", "-v", help="Verifier name (see `pivot-envs list`)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Verifier config file (JSON or YAML: {name: ..., params...})."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1, help="Processes verifying chunks of rows in parallel."),
+    expected: Optional[str] = typer.Option(None, "--expected", help="One-off: the expert action (text or assistant-message JSON)."),
+    action: Optional[str] = typer.Option(None, "--action", help="One-off: the candidate action (text or assistant-message JSON)."),
+    tools: Optional[Path] = typer.Option(None, "--tools", help="One-off: a JSON file with the OpenAI tool specs."),
+    report: bool = typer.Option(False, "--report", help="Print strict vs functional pass rates and the miss rate P[strict=0 | functional=1]."),
+) -> None:
+    """Verify actions against expected actions, standalone (batch JSONL or one-off)."""
+    from pivot_envs.verify_io import miss_rate_report
+
+    spec = _spec(verifier, config)
+    if expected is not None or action is not None:
+        _one_off(spec, expected, action, tools)
+        return
+    if input is None:
+        fail("give --input FILE (batch) or --expected and --action (one-off)")
+    if not input.exists():
+        fail(f"{input}: no such file")
+    if output is None and not report:
+        fail("give --output FILE for the results (or --report for the miss-rate summary)")
+    n_rows = sum(1 for line in input.open(encoding="utf-8") if line.strip())
+    functional = _run(input, spec, workers, n_rows, output, "verifying")
+    if output is not None:
+        console.print(f"wrote {len(functional)} results to {output}")
+    if report:
+        strict = _run(input, "strict", workers, n_rows, None, "strict baseline", show_bad=False)
+        _print_report(miss_rate_report(functional, strict), functional)
+
+
+def _spec(verifier: Optional[str], config: Optional[Path]):
+    if verifier and config:
+        fail("give either --verifier or --config, not both")
+    if config is None:
+        return verifier
+    if not config.exists():
+        fail(f"{config}: no such file")
+    text = config.read_text(encoding="utf-8")
+    with user_errors():
+        if config.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    if not isinstance(data, dict) or "name" not in data:
+        fail(f"{config}: a verifier config is an object with a 'name' field and the verifier's parameters")
+    return data
+
+
+def _run(input: Path, spec, workers: int, n_rows: int, output: Optional[Path], label: str, show_bad: bool = True) -> list[dict]:
+    from pivot_envs.jsonl import write_jsonl
+    from pivot_envs.verify_io import verify_file
+
+    rows: list[dict] = []
+    with progress() as bar:
+        task = bar.add_task(label, total=n_rows)
+        with user_errors():
+            for row in verify_file(input, spec, workers, on_done=lambda n: bar.advance(task, n)):
+                rows.append(row)
+    if output is not None:
+        write_jsonl(output, rows)
+    bad = [r for r in rows if r.get("reason") == "bad input row"] if show_bad else []
+    for r in bad[:10]:
+        console.print(f"[yellow]bad row[/] {r['error']}", highlight=False)
+    if len(bad) > 10:
+        console.print(f"[yellow]... and {len(bad) - 10} more bad rows[/]")
+    return rows
+
+
+def _one_off(spec, expected: Optional[str], action: Optional[str], tools: Optional[Path]) -> None:
+    from pivot_envs.verify_io import parse_row, verify_rows
+
+    if expected is None or action is None:
+        fail("the one-off form needs both --expected and --action")
+    row = {"id": "cli", "expected": _maybe_json(expected), "action": _maybe_json(action)}
+    if tools is not None:
+        row["tools"] = json.loads(tools.read_text(encoding="utf-8"))
+    parsed = parse_row(row, 1, "<command line>")
+    result = verify_rows([parsed], spec)[0]
+    console.print_json(json.dumps(result))
+    if result.get("error"):
+        raise typer.Exit(1)
+
+
+def _maybe_json(text: str):
+    stripped = text.strip()
+    if stripped.startswith("{") and '"role"' in stripped:
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            pass
+    return text
+
+
+def _print_report(rep, functional: list[dict]) -> None:
+    data = rep.to_dict()
+    name = next((r["verifier"] for r in functional if not r.get("error")), "?")
+    table = Table(title="miss-rate report")
+    table.add_column("")
+    table.add_column("value", justify="right")
+    fmt = lambda x: "-" if isinstance(x, float) and math.isnan(x) else (f"{x:.3f}" if isinstance(x, float) else str(x))  # noqa: E731
+    table.add_row("pairs", fmt(data["pairs"]))
+    table.add_row("verifier errors (excluded)", fmt(data["errors"]))
+    table.add_row(f"functional pass rate ({name})", fmt(data["functional_pass_rate"]))
+    table.add_row("strict pass rate", fmt(data["strict_pass_rate"]))
+    table.add_row("miss rate P\\[strict=0 | functional=1]", fmt(data["miss_rate"]))
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify_command)

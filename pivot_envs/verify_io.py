@@ -1,0 +1,212 @@
+"""Batch verification of (expected, action) rows: the engine behind ``pivot-envs verify``.
+
+Input row (JSONL)::
+
+    {"id": ..., "expected": <assistant message or text>, "action": <assistant message or raw model text>,
+     "tools": [OpenAI tool specs], "context": [messages], "fixture": {"files", "setup", "workdir"},
+     "domain": "tool_use", "verifier": NAME or config}        # all but expected/action optional
+
+Output row, one per input row and in input order::
+
+    {"id", "reward", "passed", "verifier", "reason", "error"}
+
+A bad row yields an output row whose ``error`` names the line and the problem;
+the other rows are verified as usual.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from pivot_envs.actions import parse_action
+from pivot_envs.jsonl import iter_json_lines
+from pivot_envs.types import Action, Fixture, Pivot, VerifyResult
+from pivot_envs.verifiers import Verifier, build_verifier
+
+CHUNK = 128
+
+
+@dataclass
+class Row:
+    """One parsed input row (or the error that made it unusable)."""
+
+    line: int
+    id: Any
+    pivot: Pivot | None = None
+    action: Action | None = None
+    verifier: Any = None
+    error: str | None = None
+
+
+def parse_row(obj: Any, line: int, path: str) -> Row:
+    """Turn one JSON object into a Row; problems become ``Row.error`` naming file, line and field."""
+    if not isinstance(obj, dict):
+        return Row(line, None, error=f"{path}:{line}: the row must be a JSON object")
+    rid = obj.get("id", line)
+    for key in ("expected", "action"):
+        if key not in obj:
+            return Row(line, rid, error=f"{path}:{line}: field '{key}' is missing (an assistant message or text)")
+    try:
+        expert = parse_action(_message_or_text(obj["expected"], "expected")).message
+        action = parse_action(_message_or_text(obj["action"], "action"))
+        context = obj.get("context") or []
+        if not isinstance(context, list):
+            raise ValueError("field 'context': must be a list of messages")
+        tools = obj.get("tools") or []
+        if not isinstance(tools, list):
+            raise ValueError("field 'tools': must be a list of OpenAI tool specs")
+        try:
+            fixture = Fixture.from_dict(obj.get("fixture"))
+        except ValueError as exc:
+            raise ValueError(f"field 'fixture': {exc}") from None
+    except ValueError as exc:
+        return Row(line, rid, error=f"{path}:{line}: {exc}")
+    pivot = Pivot(id=str(rid), domain=str(obj.get("domain") or ""), context=context, expert=expert,
+                  tools=tools, fixture=fixture)
+    return Row(line, rid, pivot=pivot, action=action, verifier=obj.get("verifier"))
+
+
+def _message_or_text(value: Any, name: str) -> Any:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and value.get("role", "assistant") == "assistant":
+        return {**value, "role": "assistant"}
+    raise ValueError(f"field '{name}': must be an assistant message object or a string")
+
+
+def read_rows(path: str | Path) -> Iterator[Row]:
+    for line, obj in iter_json_lines(path):
+        if isinstance(obj, Exception):
+            yield Row(line, None, error=str(obj))
+        else:
+            yield parse_row(obj, line, str(path))
+
+
+@dataclass
+class _Verifiers:
+    """Builds and caches verifiers per spec within one worker."""
+
+    default: Any
+    cache: dict[str, Verifier] = field(default_factory=dict)
+
+    def get(self, row: Row) -> Verifier:
+        spec = row.verifier if row.verifier is not None else self.default
+        if spec is None and row.pivot is not None and row.pivot.domain:
+            from pivot_envs.domains import get_domain
+
+            spec = get_domain(row.pivot.domain).verifier_spec()
+        key = json.dumps(spec if spec is not None else "tool_call", sort_keys=True)
+        if key not in self.cache:
+            self.cache[key] = build_verifier(json.loads(key))
+        return self.cache[key]
+
+
+def verify_rows(rows: list[Row], default_verifier: Any) -> list[dict[str, Any]]:
+    """Verify rows in order (one process). Rows sharing a verifier are verified with one ``verify_many``."""
+    verifiers = _Verifiers(default_verifier)
+    out: list[dict[str, Any] | None] = [None] * len(rows)
+    groups: dict[int, tuple[Verifier, list[int]]] = {}
+    for i, row in enumerate(rows):
+        if row.error is not None:
+            out[i] = _error_row(row.id, row.error)
+            continue
+        try:
+            verifier = verifiers.get(row)
+        except (ValueError, TypeError) as exc:
+            out[i] = _error_row(row.id, f"line {row.line}: field 'verifier': {exc}")
+            continue
+        groups.setdefault(id(verifier), (verifier, []))[1].append(i)
+    for verifier, indices in groups.values():
+        results = verifier.verify_many([rows[i].action for i in indices], [rows[i].pivot for i in indices])
+        for i, res in zip(indices, results):
+            out[i] = {"id": rows[i].id, **res.to_dict()}
+    return [o for o in out if o is not None]
+
+
+def _error_row(rid: Any, error: str) -> dict[str, Any]:
+    return {"id": rid, **VerifyResult.failure("input", error).to_dict(), "reason": "bad input row"}
+
+
+def verify_file(
+    path: str | Path,
+    default_verifier: Any = None,
+    workers: int = 1,
+    on_done: Callable[[int], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Verify every row of ``path``; yields output rows in input order.
+
+    ``workers > 1`` verifies chunks of rows in a process pool (verifiers are
+    shipped as configs, so each worker builds its own).
+    """
+    chunks = _chunks(read_rows(path), CHUNK)
+    if workers <= 1:
+        for chunk in chunks:
+            results = verify_rows(chunk, default_verifier)
+            if on_done:
+                on_done(len(chunk))
+            yield from results
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for results in pool.map(verify_rows, chunks, _repeat(default_verifier)):
+            if on_done:
+                on_done(len(results))
+            yield from results
+
+
+def _repeat(value: Any) -> Iterator[Any]:
+    while True:
+        yield value
+
+
+def _chunks(rows: Iterator[Row], size: int) -> Iterator[list[Row]]:
+    chunk: list[Row] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+@dataclass
+class MissRateReport:
+    """Strict vs functional pass rates over (expected, action) pairs; miss rate P[strict=0 | functional=1]."""
+
+    pairs: int = 0
+    errors: int = 0
+    functional_pass: int = 0
+    strict_pass: int = 0
+    missed: int = 0  # functional = 1 and strict = 0
+
+    @property
+    def miss_rate(self) -> float:
+        return self.missed / self.functional_pass if self.functional_pass else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        scored = self.pairs - self.errors
+        return {
+            "pairs": self.pairs,
+            "errors": self.errors,
+            "functional_pass_rate": self.functional_pass / scored if scored else float("nan"),
+            "strict_pass_rate": self.strict_pass / scored if scored else float("nan"),
+            "miss_rate": self.miss_rate,
+        }
+
+
+def miss_rate_report(functional: list[dict[str, Any]], strict: list[dict[str, Any]]) -> MissRateReport:
+    """Combine functional and strict output rows (same order) into a miss-rate report; errors are excluded."""
+    report = MissRateReport()
+    for f, s in zip(functional, strict):
+        report.pairs += 1
+        if f.get("error") or s.get("error"):
+            report.errors += 1
+            continue
+        report.functional_pass += int(f["passed"])
+        report.strict_pass += int(s["passed"])
+        report.missed += int(f["passed"] and not s["passed"])
+    return report

@@ -1,0 +1,538 @@
+"""``tool_call``: functional equivalence of tool calls.
+
+Two actions are equivalent when they call the same functions with arguments
+that *mean* the same, compared as follows.
+
+Calls
+    The calls of a turn are a multiset: their order does not matter. Each
+    expert call must be matched one-to-one with an action call to the same
+    function with equivalent arguments (a bipartite matching, so any valid
+    pairing is found). A different number of calls fails.
+
+Arguments (parsed from JSON; key order never matters)
+    1. Not valid JSON, or not a JSON object: fails, with the parser's message
+       (an empty string counts as ``{}``). When the *expert's* arguments are
+       not valid JSON, the action passes only with the same text (verbatim,
+       surrounding whitespace ignored).
+    2. ``null_is_missing``: a top-level argument given as ``null`` counts as
+       omitted (unless it is required).
+    3. When the tool's schema is known (``pivot.tool_spec(name)``'s
+       ``parameters``) and ``coerce`` is on, every value is coerced to its
+       declared type when that is lossless: for ``integer``, ``"5"``,
+       ``5.0`` and ``"5.0"`` become ``5``; for ``number``, ``"7.5"`` becomes
+       ``7.5``; for ``boolean``, ``"true"``/``"false"`` and ``1``/``0``; for
+       ``string``, a JSON number becomes its JSON text (``5`` -> ``"5"``,
+       ``5.0`` -> ``"5.0"``) and a boolean ``"true"``/``"false"``; an array or
+       object encoded as a JSON string is decoded. So under a ``string``
+       schema ``5`` equals ``"5"`` but ``5.0`` does not equal ``"5"``: a
+       string parameter is text, and ``"5.0"`` is not the text ``"5"``.
+       Nested arrays (``items``) and objects (``properties``) are coerced too;
+       ``type`` lists and ``anyOf``/``oneOf`` pick the branch the value
+       already fits.
+    4. ``use_defaults``: an omitted property that declares a ``default``
+       equals that default (at every object level of the schema).
+    5. Against the schema: an action argument that the schema does not
+       declare (and that the expert did not use) fails as ``unknown``, unless
+       the schema sets ``additionalProperties`` to ``true`` or a schema; a
+       required argument that the action omits (and the expert gave) fails as
+       ``missing required``. Without a schema there is no coercion and no
+       default: values are compared as parsed.
+    6. Values: numbers by ``math.isclose(rel_tol, abs_tol)`` (two integers
+       exactly; booleans are never numbers); strings after the
+       ``normalizers`` pipeline (or the argument's own list in
+       ``argument_normalizers``), or by rapidfuzz score when the argument has a
+       threshold in ``fuzzy_arguments``; arrays in order (as a multiset when
+       the schema says ``uniqueItems: true``); objects key by key.
+
+Text
+    ``content`` decides what happens to the text of a turn that has calls:
+    ``"ignore"`` (default), or a verifier spec (``"fuzzy"``, a judge
+    config...) run on the two texts alone when the expert wrote some text.
+    When the expert made no call (a text turn), an action with calls fails and
+    an action without calls is decided by ``text_verifier`` (default ``fuzzy``).
+
+Reasons say exactly what differed, action value first, e.g.
+``call 'book': argument 'amount': 5.0 != 7.5``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pivot_envs.types import Action, Pivot, VerifyResult
+from pivot_envs.verifiers.base import Verifier, VerifierSpec, register_verifier
+from pivot_envs.verifiers.compose import build_child
+from pivot_envs.verifiers.fuzzy import get_scorer, similarity
+from pivot_envs.verifiers.normalize import (
+    BadArguments,
+    PivotCache,
+    check_normalizers,
+    message_calls,
+    message_content,
+    normalizer_pipeline,
+    parse_arguments,
+    tool_parameters,
+)
+
+_INT_TEXT = re.compile(r"[+-]?\d+")
+_NUM_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_SHOW_LIMIT = 80
+
+
+# --------------------------------------------------------------------------- coercion by schema
+
+
+def _fits(value: Any, t: str) -> bool:
+    """Whether ``value`` already has JSON-Schema type ``t``."""
+    if t == "string":
+        return isinstance(value, str)
+    if t == "boolean":
+        return isinstance(value, bool)
+    if t == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
+    if t == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t == "array":
+        return isinstance(value, list)
+    if t == "object":
+        return isinstance(value, dict)
+    if t == "null":
+        return value is None
+    return False
+
+
+def coerce(value: Any, schema: Any, use_defaults: bool = True) -> Any:
+    """``value`` coerced to the type ``schema`` declares, when that is lossless (else unchanged)."""
+    if not isinstance(schema, dict):
+        return value
+    t = schema.get("type")
+    if t is None:
+        if "properties" in schema:
+            t = "object"
+        elif "items" in schema or "prefixItems" in schema:
+            t = "array"
+        else:
+            for key in ("anyOf", "oneOf"):
+                branches = schema.get(key)
+                if isinstance(branches, list):
+                    return _coerce_branches(value, branches, use_defaults)
+            return value
+    if isinstance(t, list):
+        for each in t:
+            if isinstance(each, str) and _fits(value, each):
+                return _coerce_to(value, each, schema, use_defaults)
+        for each in t:
+            if isinstance(each, str):
+                out = _coerce_to(value, each, schema, use_defaults)
+                if _fits(out, each):
+                    return out
+        return value
+    if not isinstance(t, str):
+        return value
+    return _coerce_to(value, t, schema, use_defaults)
+
+
+def _coerce_branches(value: Any, branches: list, use_defaults: bool) -> Any:
+    for branch in branches:
+        if not isinstance(branch, dict):
+            continue
+        t = branch.get("type")
+        types = t if isinstance(t, list) else [t]
+        if any(isinstance(x, str) and _fits(value, x) for x in types):
+            return coerce(value, branch, use_defaults)
+    return value
+
+
+def _coerce_to(value: Any, t: str, schema: dict, use_defaults: bool) -> Any:
+    if t == "integer":
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            text = value.strip()
+            if _INT_TEXT.fullmatch(text):
+                return int(text)
+            if _NUM_TEXT.fullmatch(text):
+                number = float(text)
+                if number.is_integer():
+                    return int(number)
+        return value
+    if t == "number":
+        if isinstance(value, str):
+            text = value.strip()
+            if _INT_TEXT.fullmatch(text):
+                return int(text)
+            if _NUM_TEXT.fullmatch(text):
+                return float(text)
+        return value
+    if t == "string":
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (int, float)):
+            return json.dumps(value)
+        return value
+    if t == "boolean":
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        if type(value) is int and value in (0, 1):
+            return bool(value)
+        return value
+    if t == "array":
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            value = _loads_or(value, value)
+        if isinstance(value, list):
+            items = schema.get("items")
+            prefix = schema.get("prefixItems")
+            if isinstance(prefix, list):
+                return [
+                    coerce(v, prefix[i] if i < len(prefix) else items, use_defaults) for i, v in enumerate(value)
+                ]
+            if isinstance(items, dict):
+                return [coerce(v, items, use_defaults) for v in value]
+        return value
+    if t == "object":
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            value = _loads_or(value, value)
+        if isinstance(value, dict):
+            props = schema.get("properties")
+            props = props if isinstance(props, dict) else {}
+            extra = schema.get("additionalProperties")
+            extra = extra if isinstance(extra, dict) else None
+            out = {k: coerce(v, props.get(k, extra), use_defaults) for k, v in value.items()}
+            if use_defaults:
+                for k, sub in props.items():
+                    if k not in out and isinstance(sub, dict) and "default" in sub:
+                        out[k] = coerce(sub["default"], sub, use_defaults)
+            return out
+        return value
+    return value
+
+
+def _loads_or(text: str, fallback: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return fallback
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, BadArguments):
+        text = value.raw
+    else:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
+    return text if len(text) <= _SHOW_LIMIT else text[: _SHOW_LIMIT - 3] + "..."
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def perfect_matching(adjacency: list[list[int]], n_right: int) -> list[int] | None:
+    """A perfect matching of a 0/1 bipartite graph (Kuhn's augmenting paths), or None.
+
+    ``adjacency[i]`` lists the right-hand nodes left node ``i`` may pair with.
+    Returns ``match[i]`` = the right node of left node ``i``.
+    """
+    owner = [-1] * n_right
+
+    def augment(i: int, seen: list[bool]) -> bool:
+        for j in adjacency[i]:
+            if not seen[j]:
+                seen[j] = True
+                if owner[j] < 0 or augment(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    for i in range(len(adjacency)):
+        if not augment(i, [False] * n_right):
+            return None
+    match = [0] * len(adjacency)
+    for j, i in enumerate(owner):
+        if i >= 0:
+            match[i] = j
+    return match
+
+
+@dataclass
+class _Call:
+    """One parsed tool call: name, canonical arguments (or BadArguments), its parameters schema."""
+
+    name: str
+    args: dict[str, Any] | BadArguments
+    schema: dict[str, Any] | None
+
+
+@dataclass
+class _Expert:
+    calls: list[_Call]
+    content: str
+    content_pivot: Pivot | None
+
+
+# --------------------------------------------------------------------------- the verifier
+
+
+@register_verifier("tool_call")
+@dataclass
+class ToolCallVerifier(Verifier):
+    """Tool calls equal by meaning: same functions, equivalent arguments (see the module docstring)."""
+
+    normalizers: list[str] = field(default_factory=lambda: ["strip"])
+    """Normalisers applied to every string argument value (both sides) before comparing."""
+    argument_normalizers: dict[str, list[str]] = field(default_factory=dict)
+    """Per-argument normalisers replacing ``normalizers``; keys ``"arg"`` or ``"tool.arg"`` (the latter wins)."""
+    fuzzy_arguments: dict[str, float] = field(default_factory=dict)
+    """Per-argument rapidfuzz thresholds (0..100) for string values; keys ``"arg"`` or ``"tool.arg"``."""
+    fuzzy_scorer: str = "ratio"
+    """The rapidfuzz scorer used for ``fuzzy_arguments``."""
+    rel_tol: float = 1e-6
+    """Relative tolerance for comparing numbers (``math.isclose``)."""
+    abs_tol: float = 1e-9
+    """Absolute tolerance for comparing numbers."""
+    coerce: bool = True
+    """Coerce values to the type the tool's schema declares (``"5"`` -> ``5`` for an integer)."""
+    use_defaults: bool = True
+    """An omitted argument equals the schema's ``default`` when one is declared."""
+    null_is_missing: bool = True
+    """A top-level argument given as ``null`` counts as omitted (unless required)."""
+    reject_unknown: bool = True
+    """Fail action arguments the schema does not declare (unless ``additionalProperties`` allows them)."""
+    content: Any = "ignore"
+    """Text of a turn with calls: ``"ignore"``, or a verifier spec run on the two texts."""
+    text_verifier: Any = "fuzzy"
+    """Verifier spec deciding turns where the expert made no tool call."""
+
+    _cache: PivotCache = field(init=False, repr=False, compare=False)
+    _content: Verifier | None = field(init=False, repr=False, compare=False)
+    _text: Verifier = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.normalizers = check_normalizers(self.normalizers)
+        for key, names in self.argument_normalizers.items():
+            check_normalizers(names, f"argument_normalizers[{key!r}]")
+        for key, threshold in self.fuzzy_arguments.items():
+            if not isinstance(threshold, (int, float)) or not 0 <= threshold <= 100:
+                raise ValueError(f"fuzzy_arguments[{key!r}] must be a threshold in [0, 100], got {threshold!r}")
+        get_scorer(self.fuzzy_scorer, "fuzzy_scorer")
+        if self.rel_tol < 0 or self.abs_tol < 0:
+            raise ValueError(f"rel_tol and abs_tol must be >= 0, got {self.rel_tol!r}, {self.abs_tol!r}")
+        self._content = None if self.content == "ignore" else build_child(self.content)
+        self._text = build_child(self.text_verifier)
+        self._cache = PivotCache()
+
+    # -- helpers that depend on the config (built on demand: closures do not pickle)
+
+    def _norm_for(self, tool: str, arg: str) -> Callable[[str], str]:
+        names = self.argument_normalizers.get(f"{tool}.{arg}", self.argument_normalizers.get(arg, self.normalizers))
+        return normalizer_pipeline(names)
+
+    def _fuzzy_for(self, tool: str, arg: str) -> float | None:
+        return self.fuzzy_arguments.get(f"{tool}.{arg}", self.fuzzy_arguments.get(arg))
+
+    def _canonical(self, name: str, raw: Any, schema: dict[str, Any] | None) -> dict[str, Any] | BadArguments:
+        args = parse_arguments(raw)
+        if isinstance(args, BadArguments):
+            return args
+        if self.null_is_missing:
+            required = _required(schema)
+            args = {k: v for k, v in args.items() if v is not None or k in required}
+        if schema is not None and self.coerce:
+            args = _coerce_to(args, "object", schema, self.use_defaults)
+        elif schema is not None and self.use_defaults:
+            args = _fill_defaults(args, schema)
+        if not self.argument_normalizers and self.normalizers == ["strip"]:
+            return {k: _map_strings(v, str.strip) for k, v in args.items()}
+        return {k: _map_strings(v, self._norm_for(name, k)) for k, v in args.items()}
+
+    def _expert(self, pivot: Pivot) -> _Expert:
+        calls = []
+        for name, raw in message_calls(pivot.expert):
+            schema = tool_parameters(pivot, name)
+            calls.append(_Call(name, self._canonical(name, raw, schema), schema))
+        content = message_content(pivot.expert)
+        content_pivot = None
+        if calls and self._content is not None and content.strip():
+            content_pivot = dataclasses.replace(
+                pivot, id=f"{pivot.id}#content", expert={"role": "assistant", "content": content}
+            )
+        return _Expert(calls, content, content_pivot)
+
+    # -- verification
+
+    def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
+        expert = self._cache.get(pivot, self._expert)
+        raw_calls = message_calls(action.message)
+        if not expert.calls:
+            if raw_calls:
+                names = ", ".join(n for n, _ in raw_calls)
+                return self._fail(f"the expert replied with text; the action made tool call(s): {names}")
+            return self._text.safe_verify(action, pivot)
+        if not raw_calls:
+            return self._fail(f"expected tool call(s) {_names(expert.calls)}, got a text reply")
+        if len(raw_calls) != len(expert.calls) or Counter(n for n, _ in raw_calls) != Counter(
+            c.name for c in expert.calls
+        ):
+            got = [n for n, _ in raw_calls]
+            return self._fail(f"tool calls differ: expected {_names(expert.calls)}, got {_bracket(got)}")
+        schemas = {c.name: c.schema for c in expert.calls}
+        calls = [_Call(n, self._canonical(n, raw, schemas[n]), schemas[n]) for n, raw in raw_calls]
+        reason = self._match_calls(calls, expert.calls)
+        if reason is not None:
+            return self._fail(reason)
+        if expert.content_pivot is not None and self._content is not None:
+            return self._verify_content(action, expert)
+        n = len(calls)
+        return VerifyResult(1.0, True, self.name, f"{n} equivalent tool call{'s' if n > 1 else ''}")
+
+    def _verify_content(self, action: Action, expert: _Expert) -> VerifyResult:
+        assert expert.content_pivot is not None and self._content is not None
+        text = message_content(action.message)
+        view = Action(text=text, message={"role": "assistant", "content": text})
+        result = self._content.safe_verify(view, expert.content_pivot)
+        return dataclasses.replace(result, reason=f"tool calls equivalent; content: {result.reason}")
+
+    def _fail(self, reason: str) -> VerifyResult:
+        return VerifyResult(0.0, False, self.name, reason)
+
+    def _match_calls(self, calls: list[_Call], expected: list[_Call]) -> str | None:
+        """None when the calls match the expected ones one-to-one, else why not."""
+        if len(expected) == 1:
+            return self._call_diff(calls[0], expected[0])
+        diffs = [[self._call_diff(c, e) if c.name == e.name else "name" for c in calls] for e in expected]
+        adjacency = [[j for j, d in enumerate(row) if d is None] for row in diffs]
+        if perfect_matching(adjacency, len(calls)) is not None:
+            return None
+        for i, row in enumerate(adjacency):
+            if not row:
+                first = next(d for d in diffs[i] if d != "name")
+                return f"expected call #{i + 1}: {first}"
+        return "the calls cannot be paired one-to-one with the expert's calls"
+
+    def _call_diff(self, call: _Call, expected: _Call) -> str | None:
+        prefix = f"call {call.name!r}: "
+        a, b = call.args, expected.args
+        if isinstance(b, BadArguments):
+            if a == b:
+                return None
+            return prefix + f"the expert's arguments are not valid JSON and differ verbatim: {_show(a)} != {_show(b)}"
+        if isinstance(a, BadArguments):
+            return prefix + a.why
+        schema = call.schema
+        props = schema.get("properties") if schema else None
+        props = props if isinstance(props, dict) else None
+        required = _required(schema)
+        for k, bv in b.items():
+            if k not in a:
+                if k in required:
+                    return prefix + f"missing required argument {k!r}"
+                return prefix + f"argument {k!r} missing (expected {_show(bv)})"
+        for k, av in a.items():
+            if k not in b:
+                if props is not None and self.reject_unknown and k not in props and not schema.get("additionalProperties"):
+                    return prefix + f"unknown argument {k!r}"
+                return prefix + f"extra argument {k!r} ({_show(av)})"
+        for k, bv in b.items():
+            sub = props.get(k) if props is not None else None
+            diff = self._diff(a[k], bv, sub, k, self._fuzzy_for(call.name, k))
+            if diff is not None:
+                return prefix + diff
+        return None
+
+    def _diff(self, a: Any, b: Any, schema: Any, path: str, fuzzy: float | None) -> str | None:
+        """None when ``a`` (action) and ``b`` (expert) mean the same, else why not."""
+        ta, tb = type(a), type(b)
+        if ta is str and tb is str:
+            if a == b or (fuzzy is not None and similarity(get_scorer(self.fuzzy_scorer), a, b) >= fuzzy):
+                return None
+            return f"argument {path!r}: {_show(a)} != {_show(b)}"
+        if (ta is int or ta is float) and (tb is int or tb is float):
+            if ta is int and tb is int:
+                same = a == b
+            else:
+                same = math.isclose(a, b, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
+            return None if same else f"argument {path!r}: {_show(a)} != {_show(b)}"
+        if ta is dict and tb is dict:
+            props = schema.get("properties") if isinstance(schema, dict) else None
+            props = props if isinstance(props, dict) else {}
+            for k in b:
+                if k not in a:
+                    return f"argument {path + '.' + k!r} missing (expected {_show(b[k])})"
+            for k in a:
+                if k not in b:
+                    return f"extra argument {path + '.' + k!r} ({_show(a[k])})"
+            for k, bv in b.items():
+                diff = self._diff(a[k], bv, props.get(k), f"{path}.{k}", fuzzy)
+                if diff is not None:
+                    return diff
+            return None
+        if ta is list and tb is list:
+            if len(a) != len(b):
+                return f"argument {path!r}: {len(a)} items != {len(b)} items"
+            items = schema.get("items") if isinstance(schema, dict) else None
+            if isinstance(schema, dict) and schema.get("uniqueItems") is True:
+                adjacency = [
+                    [j for j, av in enumerate(a) if self._diff(av, bv, items, path, fuzzy) is None] for bv in b
+                ]
+                if perfect_matching(adjacency, len(a)) is None:
+                    return f"argument {path!r}: {_show(a)} != {_show(b)} (as sets)"
+                return None
+            for i, (av, bv) in enumerate(zip(a, b)):
+                diff = self._diff(av, bv, items, f"{path}[{i}]", fuzzy)
+                if diff is not None:
+                    return diff
+            return None
+        if ta is tb and a == b:
+            return None
+        return f"argument {path!r}: {_show(a)} != {_show(b)}"
+
+
+def _required(schema: dict[str, Any] | None) -> frozenset[str] | tuple:
+    if not schema:
+        return ()
+    req = schema.get("required")
+    return frozenset(r for r in req if isinstance(r, str)) if isinstance(req, list) else ()
+
+
+def _fill_defaults(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return args
+    out = dict(args)
+    for k, sub in props.items():
+        if k not in out and isinstance(sub, dict) and "default" in sub:
+            out[k] = sub["default"]
+    return out
+
+
+def _map_strings(value: Any, norm: Callable[[str], str]) -> Any:
+    t = type(value)
+    if t is str:
+        return norm(value)
+    if t is dict:
+        return {k: _map_strings(v, norm) for k, v in value.items()}
+    if t is list:
+        return [_map_strings(v, norm) for v in value]
+    return value
+
+
+def _names(calls: list[_Call]) -> str:
+    return _bracket([c.name for c in calls])
+
+
+def _bracket(names: list[str]) -> str:
+    return "[" + ", ".join(sorted(names)) + "]"
+
+
+def tool_call_verifier(**params: Any) -> ToolCallVerifier:
+    """Convenience constructor (same as ``build_verifier({"name": "tool_call", **params})``)."""
+    return ToolCallVerifier(**params)
+
+
+__all__ = ["ToolCallVerifier", "coerce", "perfect_matching", "tool_call_verifier", "VerifierSpec"]
