@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ class BadRowError(ValueError):
     @property
     def reason(self) -> str:
         """A short key for counting skipped rows by reason."""
-        return f"{self.field}: {self.problem.split(':')[0]}"
+        return f"{re.sub(r'\[\d+\]', '[]', self.field)}: {self.problem.split(':')[0]}"
 
 
 @dataclass

@@ -6,13 +6,14 @@ without downloading anything. This module builds one from scratch::
 
     from pivot_envs.tiny_model import build_tiny_model, train_lm
 
-    model_dir = build_tiny_model("out/tiny", texts, vocab_size=384, seed=0)
-    train_lm(model_dir, [("<prompt>", "<completion>")] * 32, steps=80, lr=3e-3)
+    model_dir = build_tiny_model("out/tiny", texts, seed=0)
+    train_lm(model_dir, [(chat_messages, "the reply")] * 32, steps=50, lr=1e-2)
 
 * the tokenizer is a byte-level BPE trained with the ``tokenizers`` library on
   ``texts`` (every byte is in its alphabet, so any text can be encoded);
 * the model is a Llama-style decoder (RoPE, RMSNorm, SwiGLU) with tied
-  embeddings; the defaults give about 120K parameters;
+  embeddings; the defaults give 100K-150K parameters (the vocabulary stops
+  growing when ``texts`` offer no more merges);
 * the chat template is ChatML (``<|im_start|>role\\n...<|im_end|>\\n``) and
   ``<|im_end|>`` is the end-of-sequence token, so generation stops after a turn.
 
@@ -45,8 +46,11 @@ CHAT_TEMPLATE = (
 )
 """ChatML: the turn of each message, then the open assistant turn when asked for a generation prompt."""
 
-Example = Union[str, tuple[str, str]]
-"""A training example: a text (loss on every token) or ``(prompt, completion)`` (loss on the completion only)."""
+Example = Union[str, tuple[Union[str, list[dict]], str]]
+"""A training example: a text (loss on every token) or ``(prompt, completion)`` (loss on the completion only).
+
+The prompt of a pair is a text or a list of chat messages; messages are rendered with the
+model's chat template and the open assistant turn, so the completion is the assistant's reply."""
 
 
 @dataclass
@@ -62,7 +66,7 @@ class TinyModelConfig:
         max_positions: longest sequence (prompt + generation) in tokens; RoPE costs no parameters.
     """
 
-    vocab_size: int = 384
+    vocab_size: int = 1024
     hidden_size: int = 64
     n_layers: int = 2
     n_heads: int = 4
@@ -91,7 +95,7 @@ class TrainReport:
         return self.losses[-1] if self.losses else math.nan
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 384) -> "PreTrainedTokenizerFast":
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> "PreTrainedTokenizerFast":
     """Train a byte-level BPE tokenizer on ``texts`` (offline) and wrap it for ``transformers``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -117,7 +121,7 @@ def build_tiny_model(
     out_dir: str | Path,
     texts: Sequence[str],
     *,
-    vocab_size: int = 384,
+    vocab_size: int = 1024,
     hidden_size: int = 64,
     n_layers: int = 2,
     n_heads: int = 4,
@@ -191,8 +195,9 @@ def train_lm(
     """Train the causal LM in ``model_dir`` on ``examples`` with AdamW on CPU and save it back.
 
     Each example is a text (next-token loss on all its tokens) or a
-    ``(prompt, completion)`` pair: the loss is taken on the completion and the
-    end-of-sequence token that follows it, so the model learns to stop there.
+    ``(prompt, completion)`` pair, the prompt a text or chat messages: the
+    loss is taken on the completion and the end-of-sequence token that
+    follows it, so the model learns to stop there.
     Batches are drawn with replacement under ``seed``; the learning rate
     decays linearly to 10 % over ``steps``. Deterministic under ``seed``.
     """
@@ -252,6 +257,8 @@ def _encode(tokenizer, example: Example, limit: int) -> tuple[list[int], list[in
         labels = list(ids)
     else:
         prompt, completion = example
+        if not isinstance(prompt, str):
+            prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
         p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         ids, labels = p + c, [-100] * len(p) + c

@@ -105,7 +105,6 @@ def test_tau_bench_reward_one_tool_call_pivots_equal_tool_call_turns():
     opts = ExtractOptions(min_reward=1.0, skip_tool_errors=False)
     pivots, audit = extract_pivots(trajs, "tool_use", opts)
     assert audit.kept["tool_call"] == tool_turns == sum(1 for p in pivots if p.expert.get("tool_calls"))
-    assert audit.skipped.get("duplicate", 0) == 0
     # with the default (skip turns answered by a tool error) exactly those turns go
     errors = sum(1 for t in winners for i, m in enumerate(t.messages)
                  if m["role"] == "tool" and m["content"].startswith("Error") and t.messages[i - 1].get("tool_calls"))

@@ -7,7 +7,8 @@ What is compared (``target``):
   keys, calls sorted so their order does not matter);
 - ``"argument:<name>"``: one argument, e.g. ``"argument:query"``: the value in
   the expert's first call that has it, against the action's first call *to the
-  same tool* that has it (an action without such a call scores 0);
+  same tool* that has it (an action without such a call scores 0); at a
+  turn where no expert call has that argument, falls back to ``"auto"``;
 - ``"auto"`` (default): ``"arguments"`` when the expert made tool calls, else ``"content"``.
 
 Both texts go through the ``normalizers`` pipeline (see
@@ -33,6 +34,7 @@ from rapidfuzz.distance import Indel, JaroWinkler, Levenshtein
 
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
+from pivot_envs.verifiers.compose import PicklesByConfig
 from pivot_envs.verifiers.normalize import (
     BadArguments,
     PivotCache,
@@ -85,7 +87,7 @@ def similarity(scorer: Scorer, a: str, b: str) -> float:
 
 @register_verifier("fuzzy")
 @dataclass
-class FuzzyVerifier(Verifier):
+class FuzzyVerifier(PicklesByConfig, Verifier):
     """Fuzzy string similarity of the action with the expert action (see the module docstring)."""
 
     scorer: str = "token_sort_ratio"
@@ -117,14 +119,6 @@ class FuzzyVerifier(Verifier):
             )
         self._cache = PivotCache()
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_score", "_norm")}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._score = get_scorer(self.scorer)
-        self._norm = normalizer_pipeline(self.normalizers)
-
     def _expert_text(self, pivot: Pivot) -> tuple[str, str | None, str]:
         """(what was compared, tool name for ``argument:``, normalised expert text)."""
         target = self.target
@@ -140,7 +134,9 @@ class FuzzyVerifier(Verifier):
             args = parse_arguments(raw)
             if not isinstance(args, BadArguments) and arg in args:
                 return target, name, self._norm(_as_text(args[arg]))
-        return target, None, ""
+        if expert.get("tool_calls"):  # no call has the argument: compare the calls as a whole
+            return "arguments", None, self._norm(canonical_calls(expert))
+        return "content", None, self._norm(message_content(expert))
 
     def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
         what, tool, expected = self._cache.get(pivot, self._expert_text)
@@ -150,9 +146,7 @@ class FuzzyVerifier(Verifier):
             got = self._norm(canonical_calls(action.message))
         else:
             arg = what[len("argument:"):]
-            if tool is None:
-                return VerifyResult(0.0, False, self.name, f"the expert made no call with argument {arg!r}")
-            got = _argument_of(action.message, tool, arg)
+            got = _argument_of(action.message, tool or "", arg)
             if got is None:
                 return VerifyResult(0.0, False, self.name, f"no {tool!r} call with argument {arg!r}")
             got = self._norm(got)

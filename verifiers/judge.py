@@ -75,7 +75,7 @@ class JudgeVerifier(Verifier):
             (``~/.cache/pivot-envs/judge``). Safe to share between processes.
         max_tokens: most tokens the judge may generate.
         context_messages: how many of the last context messages the judge sees (0: none).
-        max_message_chars: longer message contents and argument strings are cut in the middle.
+        max_message_chars: longer context message contents are cut in the middle (actions never are).
         extra_instructions: text appended to the judge's system prompt (domain rules).
         malformed_retries: extra attempts after a malformed verdict (useful only when the
             endpoint is not deterministic at temperature 0).

@@ -97,9 +97,9 @@ def compact_message(message: Message, max_chars: int) -> dict[str, Any]:
     return out
 
 
-def compact_action(message: Message, max_chars: int) -> dict[str, Any]:
-    """An assistant action as ``{"content": ..., "tool_calls": [{"name", "arguments"}]}``."""
-    view = compact_message(normalize_message(message), max_chars)
+def compact_action(message: Message) -> dict[str, Any]:
+    """An assistant action, in full, as ``{"content": ..., "tool_calls": [{"name", "arguments"}]}``."""
+    view = compact_message(normalize_message(message), 0)
     view.pop("role", None)
     return view
 
@@ -131,7 +131,12 @@ def build_messages(
     max_message_chars: int = 2000,
     extra_instructions: str = "",
 ) -> list[Message]:
-    """The chat messages sent to the judge: the system instructions and the quoted data."""
+    """The chat messages sent to the judge: the system instructions and the quoted data.
+
+    The last ``context_messages`` messages of the context are shown, their
+    contents cut in the middle beyond ``max_message_chars``; the two actions
+    are always shown in full.
+    """
     system = SYSTEM_PROMPT
     if extra_instructions.strip():
         system += "\n\nAdditional instructions from the operator:\n" + extra_instructions.strip()
@@ -139,8 +144,8 @@ def build_messages(
     blocks = {
         "context": [compact_message(m, max_message_chars) for m in shown],
         "tools": used_tools(pivot, pivot.expert, action.message),
-        "expert_action": compact_action(pivot.expert, max_message_chars),
-        "candidate_action": compact_action(action.message, max_message_chars),
+        "expert_action": compact_action(pivot.expert),
+        "candidate_action": compact_action(action.message),
     }
     titles = {
         "context": f"Context: the last {len(shown)} of {len(pivot.context)} messages before the action.",

@@ -38,7 +38,7 @@ Arguments (parsed from JSON; key order never matters)
        ``missing required``. Without a schema there is no coercion and no
        default: values are compared as parsed.
     6. Values: numbers by ``math.isclose(rel_tol, abs_tol)`` (two integers
-       exactly; booleans are never numbers); strings after the
+       exactly; booleans are never numbers; NaN equals NaN); strings after the
        ``normalizers`` pipeline (or the argument's own list in
        ``argument_normalizers``), or by rapidfuzz score when the argument has a
        threshold in ``fuzzy_arguments``; arrays in order (as a multiset when
@@ -58,6 +58,7 @@ Reasons say exactly what differed, action value first, e.g.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -66,8 +67,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from pivot_envs.types import Action, Pivot, VerifyResult
-from pivot_envs.verifiers.base import Verifier, VerifierSpec, register_verifier
-from pivot_envs.verifiers.compose import build_child
+from pivot_envs.verifiers.base import Verifier, register_verifier
+from pivot_envs.verifiers.compose import PicklesByConfig, build_child
 from pivot_envs.verifiers.fuzzy import get_scorer, similarity
 from pivot_envs.verifiers.normalize import (
     BadArguments,
@@ -86,6 +87,8 @@ _SHOW_LIMIT = 80
 
 
 # --------------------------------------------------------------------------- coercion by schema
+
+Coercer = Callable[[Any], Any]
 
 
 def _fits(value: Any, t: str) -> bool:
@@ -111,8 +114,16 @@ def _fits(value: Any, t: str) -> bool:
 
 def coerce(value: Any, schema: Any, use_defaults: bool = True) -> Any:
     """``value`` coerced to the type ``schema`` declares, when that is lossless (else unchanged)."""
+    return compile_coercer(schema, use_defaults)(value)
+
+
+def compile_coercer(schema: Any, use_defaults: bool = True) -> Coercer:
+    """A function coercing values to ``schema``'s declared types (see the module docstring).
+
+    Compiled once per tool schema so that the hot path does no schema lookups.
+    """
     if not isinstance(schema, dict):
-        return value
+        return _same
     t = schema.get("type")
     if t is None:
         if "properties" in schema:
@@ -123,96 +134,152 @@ def coerce(value: Any, schema: Any, use_defaults: bool = True) -> Any:
             for key in ("anyOf", "oneOf"):
                 branches = schema.get(key)
                 if isinstance(branches, list):
-                    return _coerce_branches(value, branches, use_defaults)
-            return value
+                    return _branches_coercer(branches, use_defaults)
+            return _same
     if isinstance(t, list):
-        for each in t:
-            if isinstance(each, str) and _fits(value, each):
-                return _coerce_to(value, each, schema, use_defaults)
-        for each in t:
-            if isinstance(each, str):
-                out = _coerce_to(value, each, schema, use_defaults)
-                if _fits(out, each):
+        types = [x for x in t if isinstance(x, str)]
+        coercers = [(x, _typed_coercer(x, schema, use_defaults)) for x in types]
+
+        def pick(value: Any) -> Any:
+            for x, fn in coercers:
+                if _fits(value, x):
+                    return fn(value)
+            for x, fn in coercers:
+                out = fn(value)
+                if _fits(out, x):
                     return out
-        return value
+            return value
+
+        return pick
     if not isinstance(t, str):
-        return value
-    return _coerce_to(value, t, schema, use_defaults)
+        return _same
+    return _typed_coercer(t, schema, use_defaults)
 
 
-def _coerce_branches(value: Any, branches: list, use_defaults: bool) -> Any:
+def _branches_coercer(branches: list, use_defaults: bool) -> Coercer:
+    options = []
     for branch in branches:
-        if not isinstance(branch, dict):
-            continue
-        t = branch.get("type")
-        types = t if isinstance(t, list) else [t]
-        if any(isinstance(x, str) and _fits(value, x) for x in types):
-            return coerce(value, branch, use_defaults)
+        if isinstance(branch, dict):
+            t = branch.get("type")
+            types = [x for x in (t if isinstance(t, list) else [t]) if isinstance(x, str)]
+            options.append((types, compile_coercer(branch, use_defaults)))
+
+    def pick(value: Any) -> Any:
+        for types, fn in options:
+            if any(_fits(value, x) for x in types):
+                return fn(value)
+        return value
+
+    return pick
+
+
+def _same(value: Any) -> Any:
     return value
 
 
-def _coerce_to(value: Any, t: str, schema: dict, use_defaults: bool) -> Any:
-    if t == "integer":
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            text = value.strip()
-            if _INT_TEXT.fullmatch(text):
-                return int(text)
-            if _NUM_TEXT.fullmatch(text):
-                number = float(text)
-                if number.is_integer():
-                    return int(number)
+def _to_integer(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if _INT_TEXT.fullmatch(text):
+            return int(text)
+        if _NUM_TEXT.fullmatch(text):
+            number = float(text)
+            if number.is_integer():
+                return int(number)
+    return value
+
+
+def _to_number(value: Any) -> Any:
+    if isinstance(value, str):
+        text = value.strip()
+        if _INT_TEXT.fullmatch(text):
+            return int(text)
+        if _NUM_TEXT.fullmatch(text):
+            return float(text)
+    return value
+
+
+def _to_string(value: Any) -> Any:
+    if type(value) is str:
         return value
-    if t == "number":
-        if isinstance(value, str):
-            text = value.strip()
-            if _INT_TEXT.fullmatch(text):
-                return int(text)
-            if _NUM_TEXT.fullmatch(text):
-                return float(text)
-        return value
-    if t == "string":
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, (int, float)):
-            return json.dumps(value)
-        return value
-    if t == "boolean":
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        if type(value) is int and value in (0, 1):
-            return bool(value)
-        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if type(value) is int:
+        return str(value)
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    return value
+
+
+def _to_boolean(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if type(value) is int and value in (0, 1):
+        return bool(value)
+    return value
+
+
+_SCALARS: dict[str, Coercer] = {"integer": _to_integer, "number": _to_number, "string": _to_string,
+                                "boolean": _to_boolean}
+
+
+def _typed_coercer(t: str, schema: dict, use_defaults: bool) -> Coercer:
+    if t in _SCALARS:
+        return _SCALARS[t]
     if t == "array":
+        return _array_coercer(schema, use_defaults)
+    if t == "object":
+        return _object_coercer(schema, use_defaults)
+    return _same
+
+
+def _array_coercer(schema: dict, use_defaults: bool) -> Coercer:
+    items = schema.get("items")
+    item = compile_coercer(items, use_defaults) if isinstance(items, dict) else None
+    prefix = schema.get("prefixItems")
+    firsts = [compile_coercer(x, use_defaults) for x in prefix] if isinstance(prefix, list) else None
+
+    def to_array(value: Any) -> Any:
         if isinstance(value, str) and value.lstrip().startswith("["):
             value = _loads_or(value, value)
-        if isinstance(value, list):
-            items = schema.get("items")
-            prefix = schema.get("prefixItems")
-            if isinstance(prefix, list):
-                return [
-                    coerce(v, prefix[i] if i < len(prefix) else items, use_defaults) for i, v in enumerate(value)
-                ]
-            if isinstance(items, dict):
-                return [coerce(v, items, use_defaults) for v in value]
+        if not isinstance(value, list):
+            return value
+        if firsts is not None:
+            rest = item or _same
+            return [(firsts[i] if i < len(firsts) else rest)(v) for i, v in enumerate(value)]
+        if item is not None:
+            return [item(v) for v in value]
         return value
-    if t == "object":
+
+    return to_array
+
+
+def _object_coercer(schema: dict, use_defaults: bool) -> Coercer:
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
+    fields = {k: compile_coercer(sub, use_defaults) for k, sub in props.items()}
+    extra_schema = schema.get("additionalProperties")
+    extra = compile_coercer(extra_schema, use_defaults) if isinstance(extra_schema, dict) else _same
+    defaults = []
+    if use_defaults:
+        for k, sub in props.items():
+            if isinstance(sub, dict) and "default" in sub:
+                defaults.append((k, fields[k](sub["default"])))
+
+    def to_object(value: Any) -> Any:
         if isinstance(value, str) and value.lstrip().startswith("{"):
             value = _loads_or(value, value)
-        if isinstance(value, dict):
-            props = schema.get("properties")
-            props = props if isinstance(props, dict) else {}
-            extra = schema.get("additionalProperties")
-            extra = extra if isinstance(extra, dict) else None
-            out = {k: coerce(v, props.get(k, extra), use_defaults) for k, v in value.items()}
-            if use_defaults:
-                for k, sub in props.items():
-                    if k not in out and isinstance(sub, dict) and "default" in sub:
-                        out[k] = coerce(sub["default"], sub, use_defaults)
-            return out
-        return value
-    return value
+        if not isinstance(value, dict):
+            return value
+        out = {k: fields.get(k, extra)(v) for k, v in value.items()}
+        for k, default in defaults:
+            if k not in out:
+                out[k] = default
+        return out
+
+    return to_object
 
 
 def _loads_or(text: str, fallback: Any) -> Any:
@@ -260,13 +327,46 @@ def perfect_matching(adjacency: list[list[int]], n_right: int) -> list[int] | No
     return match
 
 
+@dataclass(frozen=True)
+class _Tool:
+    """What the comparison needs from a tool's parameters schema, computed once per pivot."""
+
+    schema: dict[str, Any] | None
+    props: dict[str, Any] | None
+    """Declared properties (None when the schema is unknown or declares none)."""
+    required: frozenset[str]
+    open: bool
+    """``additionalProperties`` is ``true`` or a schema: undeclared arguments are not unknown."""
+    coercer: Coercer | None
+    """Coerces (and fills defaults into) an arguments object; None when nothing is to be done."""
+
+    @classmethod
+    def of(cls, schema: dict[str, Any] | None, coerce: bool, use_defaults: bool) -> "_Tool":
+        if not schema:
+            return _NO_SCHEMA
+        props = schema.get("properties")
+        req = schema.get("required")
+        required = frozenset(r for r in req if isinstance(r, str)) if isinstance(req, list) else frozenset()
+        if coerce:
+            coercer: Coercer | None = _object_coercer(schema, use_defaults)
+        elif use_defaults:
+            coercer = functools.partial(_fill_defaults, schema=schema)
+        else:
+            coercer = None
+        return cls(schema, props if isinstance(props, dict) else None, required,
+                   bool(schema.get("additionalProperties")), coercer)
+
+
+_NO_SCHEMA = _Tool(None, None, frozenset(), True, None)
+
+
 @dataclass
 class _Call:
-    """One parsed tool call: name, canonical arguments (or BadArguments), its parameters schema."""
+    """One parsed tool call: name, canonical arguments (or BadArguments), its tool's schema info."""
 
     name: str
     args: dict[str, Any] | BadArguments
-    schema: dict[str, Any] | None
+    tool: _Tool
 
 
 @dataclass
@@ -281,7 +381,7 @@ class _Expert:
 
 @register_verifier("tool_call")
 @dataclass
-class ToolCallVerifier(Verifier):
+class ToolCallVerifier(PicklesByConfig, Verifier):
     """Tool calls equal by meaning: same functions, equivalent arguments (see the module docstring)."""
 
     normalizers: list[str] = field(default_factory=lambda: ["strip"])
@@ -312,11 +412,16 @@ class ToolCallVerifier(Verifier):
     _cache: PivotCache = field(init=False, repr=False, compare=False)
     _content: Verifier | None = field(init=False, repr=False, compare=False)
     _text: Verifier = field(init=False, repr=False, compare=False)
+    _norm: Callable[[str], str] = field(init=False, repr=False, compare=False)
+    _arg_norms: dict[str, Callable[[str], str]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.normalizers = check_normalizers(self.normalizers)
-        for key, names in self.argument_normalizers.items():
-            check_normalizers(names, f"argument_normalizers[{key!r}]")
+        self._norm = normalizer_pipeline(self.normalizers)
+        self._arg_norms = {
+            key: normalizer_pipeline(check_normalizers(names, f"argument_normalizers[{key!r}]"))
+            for key, names in self.argument_normalizers.items()
+        }
         for key, threshold in self.fuzzy_arguments.items():
             if not isinstance(threshold, (int, float)) or not 0 <= threshold <= 100:
                 raise ValueError(f"fuzzy_arguments[{key!r}] must be a threshold in [0, 100], got {threshold!r}")
@@ -327,35 +432,31 @@ class ToolCallVerifier(Verifier):
         self._text = build_child(self.text_verifier)
         self._cache = PivotCache()
 
-    # -- helpers that depend on the config (built on demand: closures do not pickle)
-
     def _norm_for(self, tool: str, arg: str) -> Callable[[str], str]:
-        names = self.argument_normalizers.get(f"{tool}.{arg}", self.argument_normalizers.get(arg, self.normalizers))
-        return normalizer_pipeline(names)
+        if not self._arg_norms:
+            return self._norm
+        return self._arg_norms.get(f"{tool}.{arg}") or self._arg_norms.get(arg) or self._norm
 
     def _fuzzy_for(self, tool: str, arg: str) -> float | None:
+        if not self.fuzzy_arguments:
+            return None
         return self.fuzzy_arguments.get(f"{tool}.{arg}", self.fuzzy_arguments.get(arg))
 
-    def _canonical(self, name: str, raw: Any, schema: dict[str, Any] | None) -> dict[str, Any] | BadArguments:
+    def _canonical(self, name: str, raw: Any, tool: _Tool) -> dict[str, Any] | BadArguments:
         args = parse_arguments(raw)
         if isinstance(args, BadArguments):
             return args
-        if self.null_is_missing:
-            required = _required(schema)
-            args = {k: v for k, v in args.items() if v is not None or k in required}
-        if schema is not None and self.coerce:
-            args = _coerce_to(args, "object", schema, self.use_defaults)
-        elif schema is not None and self.use_defaults:
-            args = _fill_defaults(args, schema)
-        if not self.argument_normalizers and self.normalizers == ["strip"]:
-            return {k: _map_strings(v, str.strip) for k, v in args.items()}
+        if self.null_is_missing and None in args.values():
+            args = {k: v for k, v in args.items() if v is not None or k in tool.required}
+        if tool.coercer is not None:
+            args = tool.coercer(args)
         return {k: _map_strings(v, self._norm_for(name, k)) for k, v in args.items()}
 
     def _expert(self, pivot: Pivot) -> _Expert:
         calls = []
         for name, raw in message_calls(pivot.expert):
-            schema = tool_parameters(pivot, name)
-            calls.append(_Call(name, self._canonical(name, raw, schema), schema))
+            tool = _Tool.of(tool_parameters(pivot, name), self.coerce, self.use_defaults)
+            calls.append(_Call(name, self._canonical(name, raw, tool), tool))
         content = message_content(pivot.expert)
         content_pivot = None
         if calls and self._content is not None and content.strip():
@@ -376,13 +477,15 @@ class ToolCallVerifier(Verifier):
             return self._text.safe_verify(action, pivot)
         if not raw_calls:
             return self._fail(f"expected tool call(s) {_names(expert.calls)}, got a text reply")
-        if len(raw_calls) != len(expert.calls) or Counter(n for n, _ in raw_calls) != Counter(
-            c.name for c in expert.calls
-        ):
+        if len(expert.calls) == 1:
+            same_names = len(raw_calls) == 1 and raw_calls[0][0] == expert.calls[0].name
+        else:
+            same_names = Counter(n for n, _ in raw_calls) == Counter(c.name for c in expert.calls)
+        if not same_names:
             got = [n for n, _ in raw_calls]
             return self._fail(f"tool calls differ: expected {_names(expert.calls)}, got {_bracket(got)}")
-        schemas = {c.name: c.schema for c in expert.calls}
-        calls = [_Call(n, self._canonical(n, raw, schemas[n]), schemas[n]) for n, raw in raw_calls]
+        tools = {c.name: c.tool for c in expert.calls}
+        calls = [_Call(n, self._canonical(n, raw, tools[n]), tools[n]) for n, raw in raw_calls]
         reason = self._match_calls(calls, expert.calls)
         if reason is not None:
             return self._fail(reason)
@@ -424,18 +527,16 @@ class ToolCallVerifier(Verifier):
             return prefix + f"the expert's arguments are not valid JSON and differ verbatim: {_show(a)} != {_show(b)}"
         if isinstance(a, BadArguments):
             return prefix + a.why
-        schema = call.schema
-        props = schema.get("properties") if schema else None
-        props = props if isinstance(props, dict) else None
-        required = _required(schema)
+        tool = call.tool
+        props = tool.props
         for k, bv in b.items():
             if k not in a:
-                if k in required:
+                if k in tool.required:
                     return prefix + f"missing required argument {k!r}"
                 return prefix + f"argument {k!r} missing (expected {_show(bv)})"
         for k, av in a.items():
             if k not in b:
-                if props is not None and self.reject_unknown and k not in props and not schema.get("additionalProperties"):
+                if props is not None and self.reject_unknown and k not in props and not tool.open:
                     return prefix + f"unknown argument {k!r}"
                 return prefix + f"extra argument {k!r} ({_show(av)})"
         for k, bv in b.items():
@@ -456,7 +557,7 @@ class ToolCallVerifier(Verifier):
             if ta is int and tb is int:
                 same = a == b
             else:
-                same = math.isclose(a, b, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
+                same = math.isclose(a, b, rel_tol=self.rel_tol, abs_tol=self.abs_tol) or (a != a and b != b)
             return None if same else f"argument {path!r}: {_show(a)} != {_show(b)}"
         if ta is dict and tb is dict:
             props = schema.get("properties") if isinstance(schema, dict) else None
@@ -493,13 +594,6 @@ class ToolCallVerifier(Verifier):
         return f"argument {path!r}: {_show(a)} != {_show(b)}"
 
 
-def _required(schema: dict[str, Any] | None) -> frozenset[str] | tuple:
-    if not schema:
-        return ()
-    req = schema.get("required")
-    return frozenset(r for r in req if isinstance(r, str)) if isinstance(req, list) else ()
-
-
 def _fill_defaults(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     props = schema.get("properties")
     if not isinstance(props, dict):
@@ -530,9 +624,4 @@ def _bracket(names: list[str]) -> str:
     return "[" + ", ".join(sorted(names)) + "]"
 
 
-def tool_call_verifier(**params: Any) -> ToolCallVerifier:
-    """Convenience constructor (same as ``build_verifier({"name": "tool_call", **params})``)."""
-    return ToolCallVerifier(**params)
-
-
-__all__ = ["ToolCallVerifier", "coerce", "perfect_matching", "tool_call_verifier", "VerifierSpec"]
+__all__ = ["ToolCallVerifier", "coerce", "perfect_matching"]

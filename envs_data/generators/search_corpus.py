@@ -12,7 +12,7 @@ so that multi-hop questions really need several look-ups.
 
 ``build_corpus(seed)`` is both at once; the corpus of seed 0 is the one
 bundled with the package (``write_corpus(path)`` writes it as JSONL, gzipped
-when the path ends in ``.gz``).
+when the path ends in ``.gz``; ``load_bundled_corpus()`` reads it back).
 """
 
 from __future__ import annotations
@@ -127,6 +127,23 @@ _BOOK_NOUN = "Orchard Harbour Lantern Kingdom Meridian Archive Ferry Garden Cloc
 _GENRES = ["novel", "novel", "historical novel", "collection of short stories", "travel memoir", "detective novel", "poetry collection"]
 _INVENTION_ADJ = "rotary pneumatic folding steam-driven electric hydraulic automatic portable double-action mechanical".split()
 _INVENTION_NOUN = "loom press lamp pump sorter telegraph lathe kiln compass calculator typewriter thresher furnace barometer".split()
+_PURPOSES = {
+    "loom": "for weaving cloth", "press": "for printing and pressing", "lamp": "for lighting rooms and streets",
+    "pump": "for moving water and other fluids", "sorter": "for sorting mail and parcels", "telegraph": "for sending messages over wires",
+    "lathe": "for shaping wood and metal", "kiln": "for firing pottery and bricks", "compass": "for finding direction",
+    "calculator": "for doing arithmetic", "typewriter": "for writing by machine", "thresher": "for separating grain from straw",
+    "furnace": "for smelting and heating", "barometer": "for measuring air pressure",
+}
+_CAREERS = {
+    "writer": ["{He} began writing while working as a schoolteacher.", "{His} prose is noted for its plain, spare style.",
+               "{He} also wrote essays for several newspapers.", "Critics regard {him} as a master of the short form."],
+    "entrepreneur": ["{He} started out as a clerk in a trading house.", "{He} was known as a shrewd but generous employer.",
+                     "{He} later served on the board of a savings bank.", "{His} business letters are kept in a public archive."],
+    "inventor": ["{He} trained as a mechanic before studying engineering.", "{He} held more than a dozen patents.",
+                 "{He} worked for years in a small private workshop.", "{His} notebooks were published after {his} death."],
+    "other": ["{His} work is held in several public collections.", "{He} was admired by {his} contemporaries.",
+              "{He} received many honours during {his} lifetime.", "{He} travelled widely as a young adult."],
+}
 _CLUB_SUFFIX = ["Rovers", "Athletic", "Wanderers", "United", "FC", "Rangers", "Harriers", "Albion", "Olympic", "Dynamo"]
 _CLUB_INVENTED_PREFIX = "Kestrel Ironside Blackwater Redhill Greystone Foxhollow Oakmere Stormgate Highfield Lanternfield".split()
 _SPORTS = ["football", "rugby", "ice hockey", "basketball"]
@@ -267,13 +284,14 @@ def build_world(seed: int = 0, config: WorldConfig | None = None) -> World:
     inventors = by_role["inventor"]
     for i in range(cfg.inventions):
         inventor = inventors[i % len(inventors)]
-        if rng.random() < 0.25:
+        eponym = rng.random() < 0.25
+        if eponym:
             name = names.unique(lambda: f"{inventor.name.split()[-1]} {rng.choice(_INVENTION_NOUN)}")
         else:
             name = names.unique(lambda: f"{rng.choice(_INVENTION_ADJ)} {rng.choice(_INVENTION_NOUN)}".capitalize())
         year = inventor.attrs["born"] + rng.randint(20, 50)
         maker = rng.choice([c for c in companies if c.attrs["industry"] != "publishing"])
-        inventions.append(add("invention", name, invented_by=inventor.id, year=year,
+        inventions.append(add("invention", name, eponym=eponym, invented_by=inventor.id, year=year,
                               manufactured_by=maker.id if rng.random() < 0.6 else None))
         inventor.attrs.setdefault("invented", []).append(inventions[-1].id)
 
@@ -298,6 +316,13 @@ def build_world(seed: int = 0, config: WorldConfig | None = None) -> World:
 
 
 # ---------------------------------------------------------------- documents
+
+
+def running_name(entity: Entity) -> str:
+    """How a name reads inside a sentence: inventions are common nouns ("the rotary loom") unless eponymous."""
+    if entity.kind == "invention" and not entity.attrs.get("eponym"):
+        return entity.name[0].lower() + entity.name[1:]
+    return entity.name
 
 
 def _pron(person: Entity) -> tuple[str, str]:
@@ -381,14 +406,16 @@ def _render(entity: Entity, world: World, rng: random.Random) -> list[str]:
         born_in = name(a["born_in"])
         out.append(pick([f"{he.capitalize()} was born in {born_in}.", f"{surname} was born in {born_in} in {a['born']}.",
                          f"Born in {born_in}, {he} spent {his} early years there.", f"A native of {born_in}, {surname} grew up there."]))
+        him = "her" if a["gender"] == "f" else "him"
+        out.append(pick(_CAREERS[a["role"]]).format(He=he.capitalize(), His=his.capitalize(), him=him, his=his))
         for cid in a.get("founded", []):
             c = world.by_id[cid]
             out.append(pick([f"In {c.attrs['founded']} {he} founded {c.name}.", f"{surname} established {c.name} in {c.attrs['founded']}.",
                              f"{he.capitalize()} is the founder of {c.name}."]))
         for iid in a.get("invented", [])[:2]:
             i = world.by_id[iid]
-            out.append(pick([f"{he.capitalize()} invented the {i.name[0].lower() + i.name[1:]} in {i.attrs['year']}.",
-                             f"{surname} is credited with the invention of the {i.name[0].lower() + i.name[1:]}."]))
+            out.append(pick([f"{he.capitalize()} invented the {running_name(i)} in {i.attrs['year']}.",
+                             f"{surname} is credited with the invention of the {running_name(i)}."]))
         books = [world.by_id[b] for b in a.get("wrote", [])]
         if books:
             titles = [b.name for b in books]
@@ -414,7 +441,7 @@ def _render(entity: Entity, world: World, rng: random.Random) -> list[str]:
             if pub:
                 out.append(pick([f"Its list includes {_join(pub)}.", f"It published {_join(pub)}."]))
         else:
-            made = [i.name[0].lower() + i.name[1:] for i in world.of_kind("invention") if i.attrs.get("manufactured_by") == entity.id][:2]
+            made = [running_name(i) for i in world.of_kind("invention") if i.attrs.get("manufactured_by") == entity.id][:2]
             if made:
                 out.append(f"It was the first to manufacture the {_join(made)}.")
         out.append(pick([f"It employs about {_num(a['employees'])} people.", f"The company has around {_num(a['employees'])} employees."]))
@@ -429,9 +456,11 @@ def _render(entity: Entity, world: World, rng: random.Random) -> list[str]:
                          "It was later adapted for the stage.", "Reviewers praised its prose."]))
     elif entity.kind == "invention":
         inv = name(a["invented_by"])
-        lower = n[0].lower() + n[1:]
+        lower = running_name(entity)
         out.append(pick([f"The {lower} was invented by {inv} in {a['year']}.", f"The {lower} is a device invented in {a['year']} by {inv}.",
                          f"{inv} invented the {lower} in {a['year']}."]))
+        noun = n.split()[-1].lower()
+        out.append(pick([f"It is a kind of {noun} {_PURPOSES[noun]}.", f"Like other {noun + ('es' if noun.endswith(('s', 'sh', 'ch')) else 's')}, it is used {_PURPOSES[noun]}."]))
         if a.get("manufactured_by"):
             out.append(pick([f"It was first produced commercially by {name(a['manufactured_by'])}.",
                              f"{name(a['manufactured_by'])} was the first company to manufacture it."]))
@@ -439,7 +468,7 @@ def _render(entity: Entity, world: World, rng: random.Random) -> list[str]:
                          "It remained in use for decades.", "Improved versions followed within a few years."]))
     elif entity.kind == "club":
         city = name(a["plays_in"])
-        out.append(pick([f"{n} is a professional {a['sport']} club based in {city}.", f"{n} is a {a['sport']} club from {city}.",
+        out.append(pick([f"{n} is a professional {a['sport']} club based in {city}.", f"{n} is {_article(a['sport'])} {a['sport']} club from {city}.",
                          f"{n} is {_article(a['sport'])} {a['sport']} team that plays in {city}."]))
         out.append(pick([f"The club was founded in {a['founded']}.", f"It was formed in {a['founded']}.", f"Founded in {a['founded']}, it is one of the older clubs in the league."]))
         out.append(pick([f"Its home ground is {a['stadium']}.", f"The team plays its home matches at {a['stadium']}."]))
@@ -475,6 +504,15 @@ def write_corpus(path: str | Path, seed: int = 0) -> Path:
     else:
         path.write_bytes(data)
     return path
+
+
+BUNDLED_CORPUS = Path(__file__).resolve().parents[1] / "search" / "corpus.jsonl.gz"
+"""Where the packaging step writes the corpus of seed 0 (``write_corpus(BUNDLED_CORPUS)``)."""
+
+
+def load_bundled_corpus() -> list[dict[str, str]]:
+    """The bundled corpus: read from :data:`BUNDLED_CORPUS` when present, else rebuilt with ``build_corpus(0)``."""
+    return read_corpus(BUNDLED_CORPUS) if BUNDLED_CORPUS.is_file() else build_corpus(0)
 
 
 def read_corpus(path: str | Path) -> list[dict[str, str]]:

