@@ -32,7 +32,8 @@ class BadRowError(ValueError):
     @property
     def reason(self) -> str:
         """A short key for counting skipped rows by reason."""
-        return f"{re.sub(r'\[\d+\]', '[]', self.field)}: {self.problem.split(':')[0]}"
+        field_shape = re.sub(r"\[\d+\]", "[]", self.field)  # messages[3].role -> messages[].role
+        return f"{field_shape}: {self.problem.split(':')[0]}"
 
 
 @dataclass

@@ -126,11 +126,9 @@ def family(name: str) -> Callable[[Builder], Builder]:
 
 # --------------------------------------------------------------------------- helpers
 
-SETUP_HEAD = (
-    "export LC_ALL=C\n"
-    "find . -type d -exec chmod 755 {} + && find . -type f -exec chmod 644 {} +"
-)
-"""Every setup starts here: C locale for the replayed commands, and fixed modes."""
+SETUP_HEAD = "export LC_ALL=C\nchmod -R u=rwX,go=rX ."
+"""Every setup starts here: C locale for the replayed commands, and fixed modes (folders 755,
+files 644) whatever the umask of the process that wrote the files."""
 
 LOOK = ("Let me look at the files first.", "First, a quick look at what is here.", "Let me see what we have.",
         "I'll start by listing the directory.", "Let me explore the directory first.")
