@@ -23,11 +23,12 @@ imported lazily: ``import pivot_envs`` never needs them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence, Union
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from transformers import PreTrainedTokenizerFast
@@ -191,6 +192,7 @@ def train_lm(
     *,
     batch_size: int = 8,
     max_length: int | None = None,
+    num_threads: int | None = 1,
 ) -> TrainReport:
     """Train the causal LM in ``model_dir`` on ``examples`` with AdamW on CPU and save it back.
 
@@ -200,6 +202,10 @@ def train_lm(
     follows it, so the model learns to stop there.
     Batches are drawn with replacement under ``seed``; the learning rate
     decays linearly to 10 % over ``steps``. Deterministic under ``seed``.
+
+    ``num_threads`` sets torch's CPU threads during training (restored after):
+    tiny models train fastest on one thread, and extra threads slow down badly
+    on a machine whose cores are busy. ``None`` keeps torch's setting.
     """
     import time
 
@@ -220,24 +226,25 @@ def train_lm(
     model.train()
     report = TrainReport(steps=steps)
     start = time.perf_counter()
-    for _ in range(steps):
-        batch = [rows[rng.randrange(len(rows))] for _ in range(batch_size)]
-        ids, labels, mask = _collate(batch, tokenizer.pad_token_id)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optim.step()
-        sched.step()
-        report.losses.append(float(loss.detach()))
-        report.tokens += int((labels[:, 1:] != -100).sum())
+    with _torch_threads(num_threads):
+        for _ in range(steps):
+            batch = [rows[rng.randrange(len(rows))] for _ in range(batch_size)]
+            ids, labels, mask = _collate(batch, tokenizer.pad_token_id)
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optim.step()
+            sched.step()
+            report.losses.append(float(loss.detach()))
+            report.tokens += int((labels[:, 1:] != -100).sum())
     report.seconds = time.perf_counter() - start
     model.eval()
     model.save_pretrained(model_dir)
     return report
 
 
-def generate(model_dir: str | Path, messages: list[dict], max_new_tokens: int = 64) -> str:
+def generate(model_dir: str | Path, messages: list[dict], max_new_tokens: int = 64, num_threads: int | None = 1) -> str:
     """Greedy chat completion with the model in ``model_dir`` (for checks; servers do this in production)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -245,9 +252,23 @@ def generate(model_dir: str | Path, messages: list[dict], max_new_tokens: int = 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
-    with torch.no_grad():
+    with torch.no_grad(), _torch_threads(num_threads):
         out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False)
     return tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None) -> Iterator[None]:
+    """Use ``n`` torch CPU threads inside the block (``None``: unchanged)."""
+    import torch
+
+    previous = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _encode(tokenizer, example: Example, limit: int) -> tuple[list[int], list[int]]:

@@ -218,7 +218,7 @@ def child(job):
         with open(script, "rb") as f:
             source = f.read()
     except OSError as exc:
-        print(f"{os.path.basename(sys.executable)}: can't open file {script!r}: [Errno {exc.errno}] {exc.strerror}", file=sys.stderr)
+        print(f"python: can't open file {script!r}: [Errno {exc.errno}] {exc.strerror}", file=sys.stderr)
         return 2
     main = types.ModuleType("__main__")
     main.__file__ = script
@@ -314,7 +314,14 @@ class PythonRunner:
         if key in self._cache:
             return self._cache[key]
         root = self._sync(files)
-        rc, raw = self._run_fork(root, argv) if self.use_fork else self._run_subprocess(root, argv)
+        script = posixpath.normpath(argv[0]) if argv else ""
+        if script not in files:
+            where = posixpath.join(WORKDIR, script) if script and not argv[0].startswith("-") else " ".join(argv)
+            rc, raw = 2, f"python: can't open file {where!r}: [Errno 2] No such file or directory\n"
+        elif self.use_fork:
+            rc, raw = self._run_fork(root, argv)
+        else:
+            rc, raw = self._run_subprocess(root, argv)
         result = RunResult(rc=rc, output=self._normalise(raw, root))
         self._cache[key] = result
         self.runs += 1
