@@ -313,7 +313,7 @@ def exec_rows(pairs: int, workers: int = 2) -> tuple[list[dict], str | None]:
     bash = {"type": "function", "function": {"name": "bash", "parameters": {
         "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
     fixture = Fixture(files={"notes.txt": "alpha\nbeta\ngamma\n", "src/app.py": "print('hi')\n"}, workdir="/workspace")
-    commands = [("cat notes.txt", "cat ./notes.txt"), ("wc -l notes.txt", "wc -l < notes.txt"),
+    commands = [("cat notes.txt", "cat ./notes.txt"), ("wc -l < notes.txt", "cat notes.txt | wc -l"),
                 ("ls src", "ls ./src"), ("grep -n beta notes.txt", "grep -n 'beta' notes.txt")]
     actions, pivots = [], []
     for i in range(pairs):

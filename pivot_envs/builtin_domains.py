@@ -7,6 +7,12 @@ from functools import partial
 from pivot_envs.domains import Domain, register_domain
 
 
+def _default_verifier(domain: str) -> dict:
+    from pivot_envs.verifiers.defaults import default_verifier_spec
+
+    return default_verifier_spec(domain)
+
+
 def _bundled(domain: str, split: str):
     from pivot_envs.envs_data import load_pivots
 
@@ -18,7 +24,7 @@ BUILTIN_DOMAINS = [
         name="tool_use",
         env_id="pivot/ToolUse-v0",
         description="customer-service agent: JSON-schema tools over an orders/bookings/accounts database",
-        default_verifier="strict",
+        default_verifier=partial(_default_verifier, "tool_use"),
         skip_chat_only=False,
         load_pivots=partial(_bundled, "tool_use"),
     ),
@@ -26,7 +32,7 @@ BUILTIN_DOMAINS = [
         name="terminal",
         env_id="pivot/Terminal-v0",
         description="shell tasks over file-system fixtures; one `bash` tool call per turn",
-        default_verifier="strict",
+        default_verifier=partial(_default_verifier, "terminal"),
         skip_chat_only=True,
         fixture_mode="replay",
         command_argument="command",
@@ -36,7 +42,7 @@ BUILTIN_DOMAINS = [
         name="swe",
         env_id="pivot/SWE-v0",
         description="repository editing in the SWE-agent style: open_file, search_dir, edit, run_tests, submit",
-        default_verifier="strict",
+        default_verifier=partial(_default_verifier, "swe"),
         skip_chat_only=True,
         load_pivots=partial(_bundled, "swe"),
     ),
@@ -44,7 +50,7 @@ BUILTIN_DOMAINS = [
         name="search",
         env_id="pivot/Search-v0",
         description="multi-hop questions answered with search(query) / open(doc_id) over a local corpus",
-        default_verifier="strict",
+        default_verifier=partial(_default_verifier, "search"),
         skip_chat_only=False,
         load_pivots=partial(_bundled, "search"),
     ),

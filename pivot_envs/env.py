@@ -71,6 +71,7 @@ class PivotEnv(gymnasium.Env[dict[str, str], str]):
         self.observation_space = observation_space()
         self.action_space = action_space()
         self.pivot: Pivot | None = None
+        self._obs_cache: tuple[str | None, str, str] = (None, "", "")
 
     # --- gymnasium API -------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -92,8 +93,9 @@ class PivotEnv(gymnasium.Env[dict[str, str], str]):
 
     def step(self, action: str | Message):
         pivot = self._require_pivot()
-        result = self.verifier.safe_verify(action, pivot)
-        info = self._step_info(action, pivot, result)
+        parsed = self.domain.parse_action(action)  # parsed once, shared by both verifiers
+        result = self.verifier.safe_verify(parsed, pivot)
+        info = self._step_info(parsed, pivot, result)
         return self._observation(), float(result.reward), True, False, info
 
     def render(self) -> str | None:
@@ -126,10 +128,10 @@ class PivotEnv(gymnasium.Env[dict[str, str], str]):
 
     def _observation(self) -> dict[str, str]:
         pivot = self._require_pivot()
-        return {
-            "messages": json.dumps(pivot.context, ensure_ascii=False),
-            "tools": json.dumps(pivot.tools, ensure_ascii=False),
-        }
+        if self._obs_cache[0] != pivot.id:  # encoded once per pivot; str values are immutable
+            self._obs_cache = (pivot.id, json.dumps(pivot.context, ensure_ascii=False),
+                               json.dumps(pivot.tools, ensure_ascii=False))
+        return {"messages": self._obs_cache[1], "tools": self._obs_cache[2]}
 
     def _step_info(self, action: Any, pivot: Pivot, result: VerifyResult) -> dict[str, Any]:
         strict = self.strict_verifier.safe_verify(action, pivot)

@@ -150,7 +150,10 @@ def control(server: ServerProcess, **settings: Any) -> dict[str, Any]:
 
     Settings: ``reply`` (the assistant text), ``delay_s`` (seconds before
     answering), ``status`` (HTTP status; 200 answers a completion, anything
-    else an OpenAI-style error), ``hang`` (never answer until the next control).
+    else an OpenAI-style error), ``hang`` (never answer until the next control),
+    ``gate`` (hold each request until that many are in flight at once, or
+    ``gate_timeout_s`` passed: a test of concurrency that a slow machine cannot
+    make flaky).
     """
     return http_json(server.root_url + "/control", settings)
 
@@ -166,6 +169,7 @@ def stats(server: ServerProcess) -> dict[str, Any]:
 class _State:
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.gate_open = threading.Condition(self.lock)
         self.release = threading.Event()
         self.settings: dict[str, Any] = {}
         self.reset({})
@@ -174,7 +178,8 @@ class _State:
         with self.lock:
             self.release.set()  # wake requests held by a previous "hang"
             self.release = threading.Event()
-            self.settings = {"reply": VALID_VERDICT, "delay_s": 0.0, "status": 200, "hang": False, **settings}
+            defaults = {"reply": VALID_VERDICT, "delay_s": 0.0, "status": 200, "hang": False, "gate": 0, "gate_timeout_s": 10.0}
+            self.settings = {**defaults, **settings}
             self.requests = 0
             self.in_flight = 0
             self.max_in_flight = 0
@@ -222,6 +227,9 @@ class _Handler(BaseHTTPRequestHandler):
             st.in_flight += 1
             st.max_in_flight = max(st.max_in_flight, st.in_flight)
             settings, release = dict(st.settings), st.release
+            st.gate_open.notify_all()
+            if settings["gate"]:
+                st.gate_open.wait_for(lambda: st.in_flight >= settings["gate"], float(settings["gate_timeout_s"]))
         try:
             if settings["hang"]:
                 release.wait()

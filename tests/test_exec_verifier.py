@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import pickle
+import socket
+import struct
+import tarfile
+import threading
+import time
 
 import pytest
 
@@ -285,3 +291,72 @@ def test_lru_cache_single_flight_and_bound() -> None:
     with pytest.raises(KeyError):
         cache.get_or_compute("bad", lambda: {}["x"])
     assert cache.get_or_compute("bad", lambda: 3) == (3, False)
+
+
+# ---------------------------------------------------------------- docker backend
+
+
+def _docker_frame(stream: int, payload: bytes) -> bytes:
+    return struct.pack(">BxxxL", stream, len(payload)) + payload
+
+
+def _final_tar(files: dict[str, bytes]) -> bytes:
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w") as tf:
+        for name in (".pivot/out", "testbed"):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tf.addfile(info)
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"testbed/{name}")
+            info.size, info.mode = len(data), 0o644
+            tf.addfile(info, io.BytesIO(data))
+    return bio.getvalue()
+
+
+def test_docker_attach_stream_is_demultiplexed() -> None:
+    """The docker backend's reader on a real socket carrying the Engine API's multiplexed attach frames."""
+    from pivot_envs.verifiers.sandbox.base import SandboxLimits, SandboxRequest, SandboxResult, Seed, StreamCollector
+    from pivot_envs.verifiers.sandbox.docker_backend import DockerBackend
+
+    nonce = "pivotdeadbeef"
+    stream = (_docker_frame(2, f"{nonce}:start\n".encode()) + _docker_frame(1, b"hel") + _docker_frame(2, b"warn\n")
+              + _docker_frame(1, b"lo\n") + _docker_frame(1, f"\n{nonce} 3\n".encode() + _final_tar({"a.txt": b"A"})))
+    ours, theirs = socket.socketpair()
+
+    def send() -> None:  # in uneven pieces, as a network would
+        for i in range(0, len(stream), 7):
+            theirs.sendall(stream[i:i + 7])
+        theirs.close()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    request = SandboxRequest(script="", seed=Seed("/testbed", {}), timeout_s=5)
+    collector, result = StreamCollector(nonce, SandboxLimits()), SandboxResult()
+    DockerBackend()._pump(ours, request, collector, result, time.monotonic())
+    sender.join()
+    ours.close()
+    collector.finish(result, "/testbed", keep_contents=False)
+    assert result.completed and result.exit_code == 3
+    assert (result.stdout, result.stderr) == (b"hello\n", b"warn\n")
+    assert list(result.files) == ["a.txt"] and result.files["a.txt"].size == 1
+
+    ours, theirs = socket.socketpair()  # started, then silent: the deadline ends it as a timeout
+    theirs.sendall(_docker_frame(2, f"{nonce}:start\n".encode()))
+    collector, result = StreamCollector(nonce, SandboxLimits()), SandboxResult()
+    t0 = time.monotonic()
+    DockerBackend()._pump(ours, SandboxRequest(script="", seed=Seed("/testbed", {}), timeout_s=0.3), collector, result, t0)
+    assert result.timed_out and time.monotonic() - t0 < 1.5
+    ours.close()
+    theirs.close()
+
+
+def test_docker_backend_end_to_end() -> None:
+    try:
+        backend = get_backend("docker")
+    except SandboxUnavailable as exc:
+        pytest.skip(f"no usable Docker engine here: {exc}")
+    verifier = ExecVerifier(backend="docker")
+    assert verifier.sandbox().name == backend.name == "docker"
+    assert verifier(bash("grep x f | wc -l"), make_pivot("grep -c x f")).passed
+    assert "stdout differs" in verifier(bash("grep -c y f"), make_pivot("grep -c x f")).reason

@@ -122,7 +122,8 @@ def test_alternatives_are_well_formed(episodes: list[Trajectory]) -> None:
                 calls, ref = alt["tool_calls"], expert["tool_calls"]
                 assert sorted(c["id"] for c in calls) == sorted(c["id"] for c in ref)
                 for call in calls:
-                    jsonschema.validate(_args(call), specs[call["function"]["name"]], format_checker=jsonschema.FormatChecker())
+                    schema = specs[call["function"]["name"]]
+                    jsonschema.validate(_args(call), schema, format_checker=jsonschema.FormatChecker())
                 if len(ref) > 1 and [c["id"] for c in calls] != [c["id"] for c in ref]:
                     kinds["parallel_order"] += 1
                 for a, e in zip(sorted(calls, key=lambda c: c["id"]), sorted(ref, key=lambda c: c["id"])):
@@ -164,11 +165,11 @@ def test_replay_reproduces_tool_results_and_alternatives_are_equivalent(episodes
         for i, m in enumerate(t.messages):
             if m["role"] != "assistant" or not m.get("tool_calls"):
                 continue
+            recorded = {c["id"]: t.messages[i + 1 + k]["content"] for k, c in enumerate(m["tool_calls"])}
             for alt in t.meta["alternatives"].get(str(i), []):
-                writes = any(c["function"]["name"] in mutating for c in alt["tool_calls"] + m["tool_calls"])
+                writes = any(c["function"]["name"] in mutating for c in alt["tool_calls"])
                 alt_results = _run_calls(world.clone(db) if writes else db, alt)
-                expert_results = _run_calls(world.clone(db) if writes else db, m)
-                assert all(_same(alt_results[k], expert_results[k]) for k in expert_results), (t.id, i)
+                assert all(_same(alt_results[k], recorded[k]) for k in recorded), (t.id, i)
                 checked += 1
             results = _run_calls(db, m)
             for k, call in enumerate(m["tool_calls"]):
@@ -184,9 +185,9 @@ _ACCOUNT_TOOLS = {"get_customer_details", "list_orders", "get_order", "get_booki
                   *world.WRITE_TOOLS}
 
 
-def policy_violations(t: Trajectory) -> list[str]:
-    """Rules of the written policy that the expert broke in ``t`` (replayed on a fresh world)."""
-    db = world.clone(world.build_world(t.meta["world_seed"]))
+def policy_violations(t: Trajectory, base: dict[str, Any] | None = None) -> list[str]:
+    """Rules of the written policy that the expert broke in ``t`` (replayed on a fresh copy of its world)."""
+    db = world.clone(base if base is not None else world.build_world(t.meta["world_seed"]))
     out: list[str] = []
     authenticated = False
     msgs = t.messages
@@ -203,7 +204,8 @@ def policy_violations(t: Trajectory) -> list[str]:
             if name in world.WRITE_TOOLS:
                 user = msgs[i - 1]
                 confirm = msgs[i - 2] if i >= 2 else {}
-                if user["role"] != "user" or not _YES.match(user["content"]) or confirm.get("role") != "assistant" or confirm.get("tool_calls"):
+                said_yes = user["role"] == "user" and _YES.match(user["content"])
+                if not said_yes or confirm.get("role") != "assistant" or confirm.get("tool_calls"):
                     out.append(f"{name} without explicit confirmation")
                 else:
                     out += _mismatch(db, name, args, confirm["content"])
@@ -263,8 +265,9 @@ def _rule_breaks(db: dict[str, Any], name: str, args: dict[str, Any]) -> list[st
 
 def test_successful_experts_keep_the_policy_and_failed_ones_break_it(episodes: list[Trajectory]) -> None:
     modes = set()
+    base = world.build_world(0)
     for t in episodes:
-        broken = policy_violations(t)
+        broken = policy_violations(t, base)
         if t.reward == 1.0:
             assert broken == [], (t.id, broken)
         else:
@@ -292,17 +295,19 @@ def test_tools_enforce_hard_rules_and_change_state() -> None:
     found = json.loads(world.execute(db, "find_customer_by_email", {"email": customer["email"].upper()}))
     assert found["customer_id"] == customer["customer_id"]
     assert world.execute(db, "get_order", {"order_id": "CL-000000"}).startswith("Error: order CL-000000 not found")
-    assert world.execute(db, "list_orders", {"customer_id": customer["customer_id"], "limit": 0}).startswith("Error: invalid limit")
+    too_few = world.execute(db, "list_orders", {"customer_id": customer["customer_id"], "limit": 0})
+    assert too_few.startswith("Error: invalid limit")
     assert world.execute(db, "check_availability", {"store_id": "STR-PDX", "service": "bike_tune_up",
                                                     "start_date": "March 18"}).startswith("Error: invalid start_date")
     open_order = next(o for o in db["orders"].values() if o["status"] == "processing")
     shipped = next(o for o in db["orders"].values() if o["status"] == "shipped")
     assert world.execute(db, "cancel_order", {"order_id": shipped["order_id"], "reason": "no_longer_needed"}).startswith("Error:")
-    result = json.loads(world.execute(db, "cancel_order", {"order_id": open_order["order_id"], "reason": "ordered_by_mistake"}))
+    cancel = {"order_id": open_order["order_id"], "reason": "ordered_by_mistake"}
+    result = json.loads(world.execute(db, "cancel_order", cancel))
     assert result["refund"]["amount"] == open_order["total"]
     after = json.loads(world.execute(db, "get_order", {"order_id": open_order["order_id"], "include_items": False}))
     assert after["status"] == "cancelled" and "items" not in after
-    assert world.execute(db, "cancel_order", {"order_id": open_order["order_id"], "reason": "ordered_by_mistake"}).startswith("Error:")
+    assert world.execute(db, "cancel_order", cancel).startswith("Error:")  # already cancelled
 
 
 def test_world_is_deterministic() -> None:

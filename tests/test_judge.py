@@ -298,8 +298,9 @@ def test_malformed_verdict_is_an_error_and_not_cached(fake, tmp_path: Path) -> N
     assert judge.verify(candidates(7)[0], make_pivot(7)).error is None
 
 
+@pytest.mark.timeout(60)  # a judge that sends one request at a time would wait out every gate
 def test_verify_many_keeps_32_requests_in_flight(fake, tmp_path: Path) -> None:
-    control(fake, delay_s=1.0)
+    control(fake, gate=32, delay_s=0.05)  # each request waits until 32 are in flight
     pivots = [make_pivot(100 + i) for i in range(64)]
     actions = [candidates(100 + i)[0] for i in range(64)]
     judge = judge_for(fake.base_url, tmp_path, cache=False, timeout_s=30.0)
@@ -310,21 +311,25 @@ def test_verify_many_keeps_32_requests_in_flight(fake, tmp_path: Path) -> None:
     assert seen["requests"] == 64 and seen["max_in_flight"] == 32
 
 
+@pytest.mark.timeout(60)
 def test_averify_many_respects_max_concurrency(fake, tmp_path: Path) -> None:
-    control(fake, delay_s=0.3)
+    control(fake, gate=4, delay_s=0.05)
     judge = judge_for(fake.base_url, tmp_path, cache=False, timeout_s=30.0, max_concurrency=4)
     pivot = make_pivot(8)
     actions = [parse_action(call("list_dir", path=f"/tmp/{i}")) for i in range(12)]
 
     async def main():
         try:
-            return await judge.averify_many(actions, pivot)
+            results = await judge.averify_many(actions, pivot)
+            clone = pickle.loads(pickle.dumps(judge))  # a judge with a live client still pickles
+            return results, await clone.averify(actions[0], pivot)
         finally:
             await judge.aclose()
 
-    results = asyncio.run(main())
-    assert all(r.passed for r in results)
-    assert stats(fake)["max_in_flight"] == 4
+    results, cloned = asyncio.run(main())
+    assert all(r.passed for r in results) and cloned.passed
+    seen = stats(fake)
+    assert seen["max_in_flight"] == 4 and seen["requests"] == 13
 
 
 def test_verify_many_works_inside_a_running_event_loop(fake, tmp_path: Path) -> None:
@@ -353,8 +358,8 @@ def tiny_judges(tmp_path_factory):
     prompts = [prompter.prompt(a, make_pivot(i)) for i in range(12) for a in candidates(i)]
     texts = [m["content"] for p in prompts for m in p] + [VALID_VERDICT]
     trained = build_tiny_model(root / "trained", texts, seed=0)
-    report = train_lm(trained, [(p, VALID_VERDICT) for p in prompts], steps=80, lr=1e-2, seed=0, batch_size=4)
-    assert report.final_loss < 0.2, report.losses
+    report = train_lm(trained, [(p, VALID_VERDICT) for p in prompts], steps=80, lr=1e-2, seed=0, batch_size=2)
+    assert report.final_loss < 0.05, report.losses
     untrained = build_tiny_model(root / "untrained", texts, seed=1)
     server = start_transformers_serve(root / "serve.log")
     yield {"server": server, "trained": str(trained), "untrained": str(untrained)}

@@ -46,8 +46,7 @@ def backend() -> BwrapBackend:
 def verifier(backend: BwrapBackend) -> ExecVerifier:
     v = ExecVerifier(backend="bwrap", timeout_s=TIMEOUT_S, max_output_bytes=100_000, max_file_size_mb=4,
                      max_disk_mb=16, max_processes=64)
-    v._rt.backend("bwrap", "")  # resolve once so the probe is not timed
-    v._rt._backend = backend  # share the module's backend: its uid pool is what the leftover scan looks for
+    assert v.sandbox().sandbox_uids() == backend.sandbox_uids()  # probed now, not while timing
     return v
 
 
@@ -93,16 +92,16 @@ def run(backend: BwrapBackend, command: str, **kw):
 @pytest.fixture()
 def host_canary(tmp_path_factory):
     """A canary file in the host's /tmp and one in the user's home; both must survive unchanged."""
-    token = uuid.uuid4().hex
+    token, secret = uuid.uuid4().hex, uuid.uuid4().hex
     tmp_canary = Path("/tmp") / f"pivot-canary-{token}"
     home_canary = Path.home() / f".pivot-canary-{token}"
     tmp_canary.write_text("original")
-    home_canary.write_text(f"secret-{token}")
+    home_canary.write_text(secret)
     home_canary.chmod(0o600)
     try:
-        yield token, tmp_canary, home_canary
+        yield secret, tmp_canary, home_canary
         assert tmp_canary.read_text() == "original"
-        assert home_canary.read_text() == f"secret-{token}"
+        assert home_canary.read_text() == secret
     finally:
         tmp_canary.unlink(missing_ok=True)
         home_canary.unlink(missing_ok=True)
@@ -120,8 +119,9 @@ def test_python_fork_bomb(verifier: ExecVerifier) -> None:
 
 def test_rm_rf_root_and_home(verifier: ExecVerifier, host_canary) -> None:
     token, tmp_canary, home_canary = host_canary
-    result = contained(verifier, "rm -rf --no-preserve-root / 2>/dev/null; rm -rf ~ /tmp/* 2>/dev/null; echo started")
-    assert not result.passed  # the work directory is gone: a file change against the expert
+    result = contained(verifier, "rm -rf --no-preserve-root / 2>/dev/null; echo started")
+    assert not result.passed  # it times out walking the read-only /usr, or the work directory is gone
+    result = contained(verifier, "rm -rf ~ /tmp/* 2>/dev/null; echo started")
     assert "file changed: data.txt (expert: unchanged; candidate: removed)" in result.reason
     assert Path("/usr/bin/env").exists() and Path(__file__).exists()
 
@@ -136,22 +136,23 @@ def test_write_outside_the_workdir(verifier: ExecVerifier, backend: BwrapBackend
     for target in targets:
         assert not Path(target).exists(), target
     assert "pwned" not in Path("/etc/passwd").read_text()
-    result = run(backend, f"touch /usr/x /etc/x 2>&1; cat {tmp_canary}")
-    assert b"Read-only file system" in result.stdout and b"pwned" in result.stdout  # its own /tmp, not the host's
+    result = run(backend, f"touch /usr/x /etc/x /x /dev/x /proc/x 2>&1; cat {tmp_canary} 2>&1; "
+                          f"echo pwned > {tmp_canary}; cat {tmp_canary}")
+    assert result.stdout.count(b"Read-only file system") == 4 and b"/proc/x" in result.stdout
+    assert b"No such file" in result.stdout and result.stdout.endswith(b"pwned\n")  # its own, fresh /tmp
 
 
 def test_read_host_secrets(verifier: ExecVerifier, backend: BwrapBackend, host_canary) -> None:
-    token, tmp_canary, home_canary = host_canary
+    secret, tmp_canary, home_canary = host_canary
     command = (f"cat /etc/shadow {home_canary} /root/{home_canary.name} {tmp_canary}; ls -a /root /home ~; "
-               f"find / -name '*{token}*' 2>/dev/null; grep -r secret- /root /home /etc /work 2>/dev/null | head")
+               f"find / -name '.pivot-canary-*' 2>/dev/null; grep -r {secret[:8]} /root /home /etc /work 2>/dev/null")
     result = run(backend, command)
     assert result.completed
-    seen = result.stdout + result.stderr
-    assert token.encode() not in seen.replace(f"*{token}*".encode(), b"")
+    assert secret.encode() not in result.stdout + result.stderr
     assert b"root:" not in result.stdout  # no /etc/shadow
-    assert b"No such file" in result.stderr
-    leaked = contained(verifier, f"cat {home_canary} /etc/shadow 2>/dev/null; echo secret-{token}")
-    assert not leaked.passed
+    assert b"/etc/shadow: No such file" in result.stderr and b"cannot access '/root'" in result.stderr
+    leaked = contained(verifier, f"cat {home_canary} /etc/shadow 2>/dev/null || echo started")
+    assert leaked.passed  # it read nothing and fell back to the expert's output
 
 
 def test_network_is_unreachable(backend: BwrapBackend) -> None:
@@ -228,7 +229,7 @@ def test_filling_the_disk(verifier: ExecVerifier, backend: BwrapBackend) -> None
     sizes = [e.size for e in result.files.values() if e.kind == "file"]
     assert max(sizes) <= LIMITS.max_file_size_mb << 20
     assert sum(sizes) <= LIMITS.max_disk_mb << 20
-    assert b"File too large" in result.stdout + result.stderr
+    assert b"File size limit exceeded" in result.stderr or b"File too large" in result.stdout + result.stderr
     assert b"No space left on device" in result.stderr
     contained(verifier, command)
 

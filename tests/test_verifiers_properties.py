@@ -109,7 +109,7 @@ def make_pivot(expert: dict[str, Any]) -> Pivot:
     return Pivot(id="prop", domain="tool_use", context=[{"role": "user", "content": "q"}], expert=expert, tools=TOOLS)
 
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST

@@ -12,7 +12,7 @@ from pivot_envs.verifiers.base import (
     verifier_class,
     verifier_names,
 )
-from pivot_envs.verifiers import strict  # noqa: F401  (registers "strict")
+from pivot_envs.verifiers import catalog  # noqa: F401  (registers every built-in verifier)
 
 __all__ = [
     "Verifier",

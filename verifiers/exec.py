@@ -63,12 +63,12 @@ from pivot_envs.verifiers.sandbox import (
     describe_exit,
     get_backend,
 )
-from pivot_envs.verifiers.sandbox.base import SETUP_TRAILER
+from pivot_envs.verifiers.sandbox.base import SETUP_TRAILER, check_shell
 
 DEFAULT_IGNORE = ["__pycache__", "*.pyc", ".pytest_cache"]
 """Paths that differ between runs for reasons unrelated to the command (bytecode caches)."""
 
-SEED_CACHE_SIZE = 32
+SEED_CACHE_SIZE = 16
 """Post-setup seeds kept per verifier (each holds a fixture's files in memory)."""
 
 MAX_LISTED = 5
@@ -169,7 +169,7 @@ class ExecVerifier(Verifier):
         self._limits = SandboxLimits(memory_mb=self.memory_mb, max_processes=self.max_processes,
                                      max_file_size_mb=self.max_file_size_mb, max_output_bytes=self.max_output_bytes,
                                      max_disk_mb=self.max_disk_mb)
-        SandboxRequest(script="", seed=Seed("/probe", {}), shell=self.shell)  # validates shell
+        check_shell(self.shell)
         self._extractor = CommandExtractor(tools=list(self.command_tools), keys=list(self.command_keys),
                                            content=self.command_from_content)
         self._rt = _Runtime(self.cache_size)
@@ -228,17 +228,17 @@ class ExecVerifier(Verifier):
             raise _Refusal(f"pivot {pivot.id}: the expert action holds no shell command (tools "
                            f"{', '.join(self.command_tools)} with an argument {'/'.join(self.command_keys)}, "
                            f"or a fenced bash block); the exec verifier does not apply to this pivot")
-        candidate_cmd = self.command(action.message)
-        if candidate_cmd is None:
-            return self._result(False, "no shell command in the action")
-        if self.skip_identical and candidate_cmd == expert_cmd:
-            return self._result(True, "same command as the expert")
         fixture = pivot.fixture or Fixture()
         try:
             check_workdir(fixture.workdir)
         except ValueError as exc:
             raise _Refusal(f"pivot {pivot.id}: {exc}") from None
-        self._backend()
+        self._backend()  # refuse without a sandbox, whatever the candidate is
+        candidate_cmd = self.command(action.message)
+        if candidate_cmd is None:
+            return self._result(False, "no shell command in the action")
+        if self.skip_identical and candidate_cmd == expert_cmd:
+            return self._result(True, "same command as the expert")
         seed = self._seed(fixture)
         expert = self._expert(pivot, fixture, seed, expert_cmd)
         run = self._run(seed, candidate_cmd, "candidate")

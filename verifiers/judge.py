@@ -243,9 +243,10 @@ class JudgeVerifier(Verifier):
             except openai.APIConnectionError as exc:
                 problem = f"connection failed ({exc.__cause__ or exc})"
             except openai.APIStatusError as exc:
-                problem = f"HTTP {exc.status_code}: {_short(exc.message)}"
+                problem = f"HTTP {exc.status_code}: {_error_detail(exc)}"
                 if not (exc.status_code >= 500 or exc.status_code in (408, 429)):
-                    raise JudgeRequestError(f"judge request to {where} failed: {problem}") from None
+                    hint = _HINTS.get(exc.status_code, "")
+                    raise JudgeRequestError(f"judge request to {where} failed: {problem}{hint}") from None
             else:
                 if not response.choices:
                     return None
@@ -253,6 +254,24 @@ class JudgeVerifier(Verifier):
             if attempt + 1 < attempts:
                 await asyncio.sleep(self.backoff_s * (2**attempt))
         raise JudgeRequestError(f"judge request to {where} failed after {attempts} attempt(s): {problem}")
+
+
+_HINTS = {
+    401: "; check api_key or the variable named by api_key_env",
+    403: "; check api_key or the variable named by api_key_env",
+    404: "; check base_url (it usually ends with /v1) and that the server serves this model",
+    422: "; the server rejected the request fields",
+}
+
+
+def _error_detail(exc: Any) -> str:
+    """The server's error message, without the client's ``Error code: N -`` prefix."""
+    body = exc.body
+    if isinstance(body, dict):
+        message = body.get("message") or body.get("detail") or (body.get("error") or {}).get("message")
+        if message:
+            return _short(message)
+    return _short(exc.message)
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -201,17 +201,13 @@ def canonical_calls(message: Message) -> str:
 
     Arguments that are not a JSON object are kept as their raw text.
     """
-    calls = message_calls(message)
-    if len(calls) == 1:
-        name, raw = calls[0]
-        args = parse_arguments(raw)
-        return "[" + _CANONICAL.encode({"arguments": args.raw if isinstance(args, BadArguments) else args, "name": name}) + "]"
-    items = []
-    for name, raw in calls:
-        args = parse_arguments(raw)
-        items.append(_CANONICAL.encode({"arguments": args.raw if isinstance(args, BadArguments) else args, "name": name}))
-    items.sort()
+    items = sorted(_canonical_call(name, raw) for name, raw in message_calls(message))
     return "[" + ",".join(items) + "]"
+
+
+def _canonical_call(name: str, raw: Any) -> str:
+    args = parse_arguments(raw)
+    return _CANONICAL.encode({"arguments": args.raw if isinstance(args, BadArguments) else args, "name": name})
 
 
 def tool_parameters(pivot: Pivot, name: str) -> dict[str, Any] | None:

@@ -208,7 +208,9 @@ def child(job):
     os.close(null)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", line_buffering=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
+    )
     signal.alarm(job["timeout"])
     os.chdir(job["cwd"])
     script = os.path.abspath(job["argv"][0])
@@ -354,7 +356,9 @@ class PythonRunner:
         self._driver.stdin.flush()
         line = self._driver.stdout.readline()
         if not line:
-            raise RuntimeError("the swe generator's Python driver process died; rerun, or use PythonRunner(use_fork=False)")
+            raise RuntimeError(
+                "the swe generator's Python driver process died; rerun, or use PythonRunner(use_fork=False)"
+            )
         rc = int(json.loads(line)["rc"])
         raw = out.read_text(encoding="utf-8", errors="backslashreplace")
         if rc < 0:
@@ -881,7 +885,8 @@ def edit_for(before: str, after: str) -> tuple[int, int, str]:
 _ISSUE_TEMPLATES = (
     "{title}\n\n{symptom}\n\n```python\n{snippet}```\n\n{observed}",
     "### {title}\n\n**Describe the bug**\n{symptom}\n\n**To Reproduce**\n```python\n{snippet}```\n\n"
-    "**Expected behavior**\n{expected_sentence}\n\n**Actual behavior**\n{actual_sentence}\n\n`{pkg}` version: {version}",
+    "**Expected behavior**\n{expected_sentence}\n\n**Actual behavior**\n{actual_sentence}\n\n"
+    "`{pkg}` version: {version}",
     "{title}\n\nHi! I think I found a bug in `{pkg}.{mod}`. {symptom}\n\nMinimal example:\n```python\n{snippet}```\n"
     "{observed}\n\nThanks!",
     "{symptom}\n\nRepro:\n\n```python\n{snippet}```\n\n{observed}",
@@ -979,10 +984,18 @@ class _Episode:
         return {
             "role": "assistant",
             "content": thought,
-            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments}}],
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments}}
+            ],
         }
 
-    def step(self, thought: str, call: Mapping[str, Any], alternatives: Sequence[Mapping[str, Any]] = (), same: str = "") -> str:
+    def step(
+        self,
+        thought: str,
+        call: Mapping[str, Any],
+        alternatives: Sequence[Mapping[str, Any]] = (),
+        same: str = "",
+    ) -> str:
         """Run one expert call. ``same``: "output" or "files" -> check each alternative has that same effect."""
         call_id = "call_" + stable_hash(self.id_seed, len(self.messages), length=24)
         before = self.world.copy()
@@ -1206,7 +1219,8 @@ def run_episode(seed: int, index: int, runner: PythonRunner) -> Trajectory:
     else:
         ep.step(
             lead + _pick(rng, (
-                "The import `from {pkg}.{mod} import ...` points to `{path}`. Let's find the line where `{func}` is defined.",
+                "The import `from {pkg}.{mod} import ...` points to `{path}`. "
+                "Let's find the line where `{func}` is defined.",
                 "`{func}` comes from `{path}`; let's search that file for its definition.",
             ), pkg=pkg, mod=mod, path=path, func=func),
             _call("search_file", {"search_term": def_term, "file": path}),
@@ -1241,15 +1255,22 @@ def run_episode(seed: int, index: int, runner: PythonRunner) -> Trajectory:
         if plan.nav == "scroll":
             same_view = max(0, min(WINDOW, total - WINDOW)) + 1 + WINDOW // 6  # goto this line == scroll_down
             ep.step(
-                (f"`{func}` continues below line {WINDOW}." if def_line <= WINDOW else f"`{func}` is further down in the file.")
+                (f"`{func}` continues below line {WINDOW}." if def_line <= WINDOW else f"`{func}` is further down.")
                 + " Let's scroll down.",
                 _call("scroll_down", {}),
-                [_call("goto", {"line_number": same_view}), _call("open_file", {"path": path, "line_number": same_view})],
+                [
+                    _call("goto", {"line_number": same_view}),
+                    _call("open_file", {"path": path, "line_number": same_view}),
+                ],
                 same="output",
             )
         elif plan.nav == "search_goto":
             ep.step(
-                (f"The body of `{func}` is cut off at the bottom of the window." if def_line <= WINDOW else f"`{func}` is not in the first {WINDOW} lines.")
+                (
+                    f"The body of `{func}` is cut off at the bottom of the window."
+                    if def_line <= WINDOW
+                    else f"`{func}` is not in the first {WINDOW} lines."
+                )
                 + " Let's search the open file for its definition.",
                 _call("search_file", {"search_term": def_term}),
                 [_call("search_file", {"search_term": def_term, "file": path})],
@@ -1274,11 +1295,13 @@ def run_episode(seed: int, index: int, runner: PythonRunner) -> Trajectory:
             _call("edit", {"start_line": s, "end_line": e, "replacement": stripped}),
         )
         diagnosis = _pick(rng, (
-            "Oh no! My edit command did not use the proper indentation. Let's fix that and keep the original indentation.",
+            "Oh no! My edit command did not use the proper indentation. "
+            "Let's fix that and keep the original indentation.",
             "The edit lost its indentation. Let me redo it with the indentation of the surrounding code.",
         ))
     ep.step(
-        f"{diagnosis} " + _pick(rng, ("Let's edit {lines}.", "I'll fix {lines}.", "Let's update {lines} accordingly."), lines=_lines_phrase(s, e)),
+        f"{diagnosis} "
+        + _pick(rng, ("Let's edit {at}.", "I'll fix {at}.", "Let's update {at} accordingly."), at=_lines_phrase(s, e)),
         _call("edit", {"start_line": s, "end_line": e, "replacement": replacement}),
         _edit_alternatives(world, s, e, replacement),
         same="files",
@@ -1288,7 +1311,8 @@ def run_episode(seed: int, index: int, runner: PythonRunner) -> Trajectory:
     if plan.rerun:
         ep.step(
             _pick(rng, (
-                "The code has been updated. Let's run reproduce.py again to make sure the change has the desired effect.",
+                "The code has been updated. "
+                "Let's run reproduce.py again to make sure the change has the desired effect.",
                 "Now let's rerun the reproduction script to check the fix.",
             )),
             _call("bash", {"command": "python reproduce.py"}),
@@ -1321,7 +1345,8 @@ def run_episode(seed: int, index: int, runner: PythonRunner) -> Trajectory:
         )
     if failing:
         thought = _pick(rng, (
-            "`{test}` still fails, but it seems to test behaviour outside the scope of this issue. I'm confident in the change, so let's submit.",
+            "`{test}` still fails, but it seems to test behaviour outside the scope of this issue. "
+            "I'm confident in the change, so let's submit.",
             "One test still fails (`{test}`); I believe the edit addresses the reported problem, so I'll submit it.",
         ), test=failing[0])
     else:
@@ -1372,7 +1397,8 @@ def _edit_alternatives(world: World, s: int, e: int, replacement: str) -> list[d
     lines = split_lines(world.files[path])
     alts = []
     if s > 1:
-        alts.append(_call("edit", {"start_line": s - 1, "end_line": e, "replacement": lines[s - 2] + "\n" + replacement}))
+        wider = lines[s - 2] + "\n" + replacement
+        alts.append(_call("edit", {"start_line": s - 1, "end_line": e, "replacement": wider}))
     if e < len(lines) and lines[e].strip():
         alts.append(_call("edit", {"start_line": s, "end_line": e + 1, "replacement": replacement + "\n" + lines[e]}))
     return alts

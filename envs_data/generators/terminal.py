@@ -1,31 +1,34 @@
 """Terminal domain: shell tasks on small file-system fixtures, solved with one `bash` tool.
 
 World: each episode starts from a :class:`~pivot_envs.types.Fixture` (a few text
-files, a setup script that fixes modes, builds archives or large files, and a
+files; a setup script that fixes modes and builds archives or large files; a
 workdir such as ``/testbed``). The expert explores (``ls``/``head``/``cat``),
-acts, checks the result and ends with a short text summary.
+acts, checks the result and ends with a short text summary. About 10 % of the
+episodes are failures (reward 0.0): the expert uses the wrong file, pattern or
+flag and still reports success (``meta["failure"]`` says what went wrong).
 
 Tool: ``bash(command)``. Every tool result is GENUINE: the generator writes the
-fixture into a temporary directory, runs the setup and then each command with
-``bash -c`` there (``LC_ALL=C``, ``HOME`` = that directory, ``umask 022``,
-stdin from ``/dev/null``) and records the real stdout+stderr, with
-``[exit code: N]`` appended when the status is not 0. Commands use relative
-paths only, so the temporary path never leaks (the generator checks it).
+fixture into a temporary folder, runs the setup and then each command in a
+subshell of one driver ``bash`` there, as a replay of the episode does
+(``LC_ALL=C``, ``HOME`` = that folder, ``umask 022``, stdin from ``/dev/null``),
+and records the real stdout then stderr, with the exit status when it is not 0
+(see :func:`tool_content`; a failing command with an error message gives an
+``Error:`` result, followed by a corrected call). Commands use relative paths
+only, so the temporary path never leaks (the generator checks it).
 
 Task families: see :mod:`pivot_envs.envs_data.generators.terminal_tasks` (log
 analysis, access-log statistics, CSV sums and extraction, find-and-delete,
-sorting files by extension, large files, directory skeletons, sed
-replacement, permissions, tar create/extract, word counts, diff, writing
+filing files by extension, large files, directory skeletons, sed replacement,
+renaming a symbol, permissions, tar create/extract, word counts, diff, writing
 config files, project cleanup, grep across a tree, sort/dedupe).
 
-Extras in ``meta``: ``alternatives`` (``{"<message index>": [assistant
-message, ...]}``: other commands that give the same stdout, exit status and
-resulting files at that state, each checked by running it on its own copy of
-the state), ``near_misses`` (``{"<message index>": [{"message", "reason",
-"differs"}]}``: commands that look right but print differently or leave other
-files; ``differs`` lists what differs: ``stdout``, ``exit_code``, ``files``),
-``family`` and, for failed episodes (reward 0.0), ``failure`` (what the expert
-got wrong).
+Extras in ``meta``: ``alternatives`` (``{"<message index>": [assistant message,
+...]}``: other commands with the same stdout, stderr, exit status and resulting
+files at that state, each checked by running it on a fresh copy of the state),
+``near_misses`` (``{"<message index>": [{"message", "reason", "differs"}]}``:
+commands that look right but print differently or leave other files;
+``differs`` lists ``stdout``, ``stderr``, ``exit_code`` and/or ``files``), and
+``failure`` for failed episodes.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from pivot_envs.envs_data.generators.terminal_tasks import FAMILIES, Outcome, Snapshot, TaskPlan
+from pivot_envs.envs_data.generators.terminal_tasks import FAMILIES, Outcome, Snapshot, Step, TaskPlan
 from pivot_envs.fixture import write_files
 from pivot_envs.types import Fixture, Message, Trajectory
 
@@ -106,13 +109,14 @@ DRIVER_HEAD = (
     "run() {\n"
     "  __dir=$1 __name=$2 __cmd=$3\n"
     "  printf '\\0\\0<%s\\0' \"$__name\"\n"
-    "  ( cd \"$__dir\" && HOME=$PWD && set -- && eval \"$__cmd\" ) 2>&1 </dev/null\n"
+    "  ( cd \"$__dir\" && HOME=$PWD && set -- && eval \"$__cmd\" ) 2>stderr </dev/null\n"
     "  printf '\\0\\0>%s %d\\0' \"$__name\" $?\n"
     "}\n"
 )
 """The driver's helper: ``run DIR NAME COMMAND`` runs COMMAND in a subshell inside DIR (as the
-replay of a trajectory does: each command in its own ``( ... )``, stdin from /dev/null) and
-frames its output and exit status with NUL-delimited markers on the driver's stdout."""
+replay of a trajectory does: each command in its own ``( ... )``, stdin from /dev/null),
+frames its stdout and exit status with NUL-delimited markers on the driver's stdout and
+leaves its stderr in the file ``stderr`` beside DIR."""
 _RECORD = re.compile(rb"\0\0<([^\0]*)\0(.*?)\0\0>\1 (-?\d+)\0", re.DOTALL)
 _SHELL_ERROR = re.compile(r"^(bash|environment): ", re.MULTILINE)
 
@@ -122,10 +126,16 @@ State = dict[str, tuple[Any, ...]]
 
 @dataclass
 class CommandRun:
-    """What one command printed (stdout and stderr, interleaved) and its exit status."""
+    """What one command printed and its exit status."""
 
-    output: str
+    stdout: str
+    stderr: str
     code: int
+
+    @property
+    def output(self) -> str:
+        """What the agent sees: stdout, then stderr."""
+        return self.stdout + self.stderr
 
 
 @dataclass
@@ -135,7 +145,7 @@ class CandidateRun:
     Attributes:
         command: the candidate command.
         run: its output and exit status.
-        differs: what differs from the expert's run: ``stdout``, ``exit_code``, ``files``
+        differs: what differs from the expert's run: ``stdout``, ``stderr``, ``exit_code``, ``files``
             (empty: functionally equivalent at that state).
     """
 
@@ -281,9 +291,10 @@ class Driver:
                 raise RuntimeError(f"{self.label}: the driver shell died while running `{command}`")
             self.buffer += chunk
         out = m.group(2).decode("utf-8", errors="replace")
-        if str(self.root) in out:
+        err = (self.root / "stderr").read_bytes().decode("utf-8", errors="replace")
+        if str(self.root) in out + err:
             raise RuntimeError(f"{self.label}: the output of `{command}` leaks the temporary path; use relative paths")
-        return CommandRun(out, int(m.group(3)))
+        return CommandRun(out, err, int(m.group(3)))
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -341,7 +352,8 @@ def run_steps(
                         restore(work, now, before)
                         run = driver.run("w", cand)
                         now = capture(work)
-                        differs = [what for what, same in (("stdout", run.output == expert.output),
+                        differs = [what for what, same in (("stdout", run.stdout == expert.stdout),
+                                                           ("stderr", run.stderr == expert.stderr),
                                                            ("exit_code", run.code == expert.code),
                                                            ("files", tree_key(now) == after_key)) if not same]
                         cands.append(CandidateRun(cand, run, differs))
@@ -356,9 +368,17 @@ def run_steps(
 
 
 def tool_content(run: CommandRun) -> str:
-    """The tool message text: the command's output, plus ``[exit code: N]`` when N is not 0."""
+    """The tool message text: stdout then stderr, and the exit status when it is not 0.
+
+    A command that fails (non-zero status) with a message on stderr is a tool error: its
+    text starts with ``Error: exit code N``. A non-zero status without stderr is
+    informative rather than an error (``diff`` found differences, ``grep`` matched
+    nothing): ``[exit code: N]`` follows the output.
+    """
     if run.code == 0:
         return run.output
+    if run.stderr:
+        return f"Error: exit code {run.code}\n{run.output}"
     sep = "" if not run.output or run.output.endswith("\n") else "\n"
     return f"{run.output}{sep}[exit code: {run.code}]"
 
@@ -372,6 +392,29 @@ def _call(call_id: str, command: str, say: str | None) -> Message:
     }
 
 
+def _checked_candidates(
+    step: Step, run: StepRun, call_id: str, where: str, stats: dict[str, Any]
+) -> tuple[list[Message], list[dict[str, Any]]]:
+    """The step's alternatives that proved equivalent and its near misses that proved different
+    (as assistant messages); the others are dropped and counted in ``stats``."""
+    n_alt = len(step.alternatives)
+    alts = []
+    for cand in run.candidates[:n_alt]:
+        if cand.differs:
+            stats["alternatives_dropped"] += 1
+            stats["dropped"].append(f"{where}: alternative `{cand.command}` differs in {cand.differs}")
+        else:
+            alts.append(_call(call_id, cand.command, step.say))
+    misses = []
+    for cand, (_, reason) in zip(run.candidates[n_alt:], step.near_misses, strict=True):
+        if cand.differs:
+            misses.append({"message": _call(call_id, cand.command, step.say), "reason": reason, "differs": cand.differs})
+        else:
+            stats["near_misses_dropped"] += 1
+            stats["dropped"].append(f"{where}: near miss `{cand.command}` is equivalent")
+    return alts, misses
+
+
 def build_trajectory(plan: TaskPlan, rng: random.Random, ident: str, task: str, stats: dict[str, Any]) -> Trajectory | None:
     """Run a plan and assemble its trajectory; None when a planned failure turned out to solve the task.
 
@@ -380,20 +423,22 @@ def build_trajectory(plan: TaskPlan, rng: random.Random, ident: str, task: str, 
     """
     flat = [step for seg in plan.segments for step in seg.steps]
     labels = [step.label or f"s{i}" for i, step in enumerate(flat)]
+    if len(set(labels)) != len(labels):
+        raise RuntimeError(f"{ident} ({task}): step labels must be unique, got {labels}")
     runs, final = run_steps(
         plan.fixture,
         [(step.command, [*step.alternatives, *(c for c, _ in step.near_misses)]) for step in flat],
         label=ident,
     )
-    for step, run in zip(flat, runs):
+    for step, run in zip(flat, runs, strict=True):
         if step.expect_rc is not None and run.expert.code != step.expect_rc:
             raise RuntimeError(
                 f"{ident} ({task}): `{step.command}` exited {run.expert.code}, the plan expects "
                 f"{step.expect_rc}; output: {run.expert.output[:300]}"
             )
     outcome = Outcome(
-        outputs={lab: r.expert.output for lab, r in zip(labels, runs)},
-        codes={lab: r.expert.code for lab, r in zip(labels, runs)},
+        outputs={lab: r.expert.output for lab, r in zip(labels, runs, strict=True)},
+        codes={lab: r.expert.code for lab, r in zip(labels, runs, strict=True)},
         final=final,
     )
     done = plan.finish(outcome)
@@ -405,32 +450,17 @@ def build_trajectory(plan: TaskPlan, rng: random.Random, ident: str, task: str, 
     messages: list[Message] = [{"role": "system", "content": rng.choice(SYSTEM_PROMPTS).format(workdir=plan.fixture.workdir)}]
     alternatives: dict[str, list[Message]] = {}
     near_misses: dict[str, list[dict[str, Any]]] = {}
-    k = 0
-    for seg, summary in zip(plan.segments, done.summaries):
+    step_runs = iter(zip(flat, runs, strict=True))
+    for seg, summary in zip(plan.segments, done.summaries, strict=True):
         messages.append({"role": "user", "content": seg.user})
-        for step in seg.steps:
-            run = runs[k]
-            k += 1
+        for step, run in (next(step_runs) for _ in seg.steps):
             call_id = f"call_{rng.getrandbits(48):012x}"
             index = str(len(messages))
             messages.append(_call(call_id, step.command, step.say))
             messages.append({"role": "tool", "tool_call_id": call_id, "name": "bash", "content": tool_content(run.expert)})
-            n_alt = len(step.alternatives)
-            good = [c for c in run.candidates[:n_alt] if not c.differs]
-            for c in run.candidates[:n_alt]:
-                if c.differs:
-                    stats["alternatives_dropped"] += 1
-                    stats["dropped"].append(f"{ident} ({task}) alternative `{c.command}` differs in {c.differs}")
-            if good:
-                alternatives[index] = [_call(call_id, c.command, step.say) for c in good]
-            misses = []
-            for cand, (_, reason) in zip(run.candidates[n_alt:], step.near_misses):
-                if cand.differs:
-                    misses.append({"message": _call(call_id, cand.command, step.say), "reason": reason,
-                                   "differs": cand.differs})
-                else:
-                    stats["near_misses_dropped"] += 1
-                    stats["dropped"].append(f"{ident} ({task}) near miss `{cand.command}` is equivalent")
+            alts, misses = _checked_candidates(step, run, call_id, f"{ident} ({task})", stats)
+            if alts:
+                alternatives[index] = alts
             if misses:
                 near_misses[index] = misses
         messages.append({"role": "assistant", "content": summary})

@@ -156,6 +156,15 @@ def fixture(files: dict[str, str], workdir: str, extra_setup: str = "") -> Fixtu
     return Fixture(files=files, setup=setup, workdir=workdir)
 
 
+STUMBLE_RATE = 0.2
+"""Chance that a family with a plausible slip starts with it (an ``Error:`` result, then the fix)."""
+
+
+def stumble(rng: random.Random, command: str, code: int, say_text: str | None = None) -> list[Step]:
+    """A failing first try (exit status ``code``, an error on stderr) with probability :data:`STUMBLE_RATE`."""
+    return [Step(command, say=say_text, expect_rc=code)] if rng.random() < STUMBLE_RATE else []
+
+
 def lines_of(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
@@ -451,9 +460,11 @@ def csv_sum(rng: random.Random, fail: bool) -> TaskPlan:
     files = {"data/sales.csv": csv, "data/README.txt": "sales.csv: one row per order line (units sold, unit price in USD)\n",
              "notes.txt": "Q1 numbers are preliminary.\n"}
     col = 5 if fail else 4
-    steps = [Step("ls data", say=say(rng, LOOK), alternatives=["ls data/", "ls -1 data"]),
-             Step("head -n 5 data/sales.csv", say=say(rng, PEEK),
-                  alternatives=["head -5 data/sales.csv", "sed -n '1,5p' data/sales.csv"])]
+    steps = stumble(rng, "head -n 5 sales.csv", 1, "Let me look at the CSV.")
+    steps += [Step("ls data", say="It lives somewhere else; checking data/." if steps else say(rng, LOOK),
+                   alternatives=["ls data/", "ls -1 data"]),
+              Step("head -n 5 data/sales.csv", say=say(rng, PEEK),
+                   alternatives=["head -5 data/sales.csv", "sed -n '1,5p' data/sales.csv"])]
     by_region = rng.random() < 0.5
     if by_region:
         user = rng.choice((
@@ -914,8 +925,10 @@ def permissions(rng: random.Random, fail: bool) -> TaskPlan:
         f"Please chmod the shell scripts under scripts/ to be executable by everyone, and make {key} owner-only (rw-------).",
     ))
     key_mode = "640" if fail else "600"
-    steps = [Step("ls scripts config", say=say(rng, LOOK), alternatives=["ls config scripts", "ls -1 scripts config"]),
-             Step(f"stat -c '%a %n' scripts/* {key}", say="Current modes:",
+    steps = stumble(rng, "chmod +x scripts/*.bash", 1, "Making the scripts executable first.")
+    steps += [Step("ls scripts config", say="No .bash files; let me see the real names." if steps else say(rng, LOOK),
+                   alternatives=["ls config scripts", "ls -1 scripts config"]),
+              Step(f"stat -c '%a %n' scripts/* {key}", say="Current modes:",
                   alternatives=[f"stat --format='%a %n' scripts/* {key}", f"stat -c \"%a %n\" scripts/* {key}"],
                   near_misses=[(f"stat scripts/* {key}", "full stat output with times and inodes")]),
              Step("chmod +x scripts/*.sh", say=say(rng, ACT),
@@ -927,6 +940,13 @@ def permissions(rng: random.Random, fail: bool) -> TaskPlan:
                   near_misses=[] if fail else [(f"chmod 400 {key}", "also removes the owner's write permission")]),
              Step(f"stat -c '%a %n' scripts/* {key}", label="modes", say=say(rng, CHECK),
                   alternatives=[f"stat --format='%a %n' scripts/* {key}"])]
+    segments = [Segment(user, steps)]
+    if rng.random() < 0.3:
+        segments.append(Segment(
+            rng.choice(("Which files under scripts/ are executable now?", "Can you list the executable files in scripts/?")),
+            [Step("find scripts -type f -perm -u+x | sort", label="exec", say=say(rng, CHECK),
+                  alternatives=["find scripts -type f -perm /111 | sort", "find scripts -perm -u=x -type f | sort"],
+                  near_misses=[("ls scripts", "lists every file, executable or not")])]))
 
     def finish(o: Outcome) -> Finish:
         text = rng.choice((f"The {plural(len(scripts), 'script')} in scripts/ are now 755 and {key} is {key_mode}, as the stat output shows.",
@@ -934,9 +954,12 @@ def permissions(rng: random.Random, fail: bool) -> TaskPlan:
         m = o.final.modes
         ok = all(m.get(f"scripts/{s}.sh") == 0o755 for s in scripts) and m.get(key) == 0o600 \
             and m.get("scripts/README.txt") == 0o644
-        return Finish([text], ok)
+        texts = [text]
+        if len(segments) > 1:
+            texts.append("Executable now: " + join_words(lines_of(o.outputs["exec"])) + ".")
+        return Finish(texts, ok)
 
-    return TaskPlan(fixture(files, "/opt/tools"), [Segment(user, steps)], finish,
+    return TaskPlan(fixture(files, "/opt/tools"), segments, finish,
                     f"set {key} to 640, which still lets the group read it" if fail else None)
 
 
@@ -1053,8 +1076,10 @@ def word_count(rng: random.Random, fail: bool) -> TaskPlan:
     name = rng.choice(("essay.txt", "chapter1.txt", "draft.txt"))
     files = {f"docs/{name}": essay, "docs/notes.txt": notes, "docs/outline.md": "# outline\n- intro\n- body\n"}
     target = "docs/notes.txt" if fail else f"docs/{name}"
-    steps = [Step("ls docs", say=say(rng, LOOK), alternatives=["ls docs/", "ls -1 docs"]),
-             Step(f"head -n 3 {target}", say=say(rng, PEEK), alternatives=[f"head -3 {target}", f"sed -n '1,3p' {target}"])]
+    steps = stumble(rng, f"wc -w {name}", 1, "Counting right away.")
+    steps += [Step("ls docs", say="Not at the top level; the docs folder then." if steps else say(rng, LOOK),
+                   alternatives=["ls docs/", "ls -1 docs"]),
+              Step(f"head -n 3 {target}", say=say(rng, PEEK), alternatives=[f"head -3 {target}", f"sed -n '1,3p' {target}"])]
     if rng.random() < 0.5:
         user = rng.choice((
             f"How many words and lines does docs/{name} have?",
@@ -1068,13 +1093,25 @@ def word_count(rng: random.Random, fail: bool) -> TaskPlan:
         steps.append(Step(f"wc -l < {target}", label="lines",
                           alternatives=[] if fail else [f"cat {target} | wc -l", f"grep -c '' {target}"]))
         truth = len(essay.split())
+        segments = [Segment(user, steps)]
+        word = rng.choice(sorted(set(essay.split())))
+        if rng.random() < 0.35:
+            segments.append(Segment(
+                rng.choice((f"And how many times does the word '{word}' occur in it?", f"How often is '{word}' used?")),
+                [Step(f"grep -ow {word} {target} | wc -l", label="word", say=say(rng, ACT),
+                      alternatives=[f"tr -s ' ' '\\n' < {target} | grep -cx {word}",
+                                    f"grep -o '\\b{word}\\b' {target} | wc -l"],
+                      near_misses=[(f"grep -cw {word} {target}", "counts lines containing the word, not occurrences")])]))
 
         def finish(o: Outcome) -> Finish:
             w, n = first_int(o.outputs["words"]), first_int(o.outputs["lines"])
-            text = rng.choice((f"docs/{name} has {w} words on {n} lines.", f"Word count: {w} ({n} lines)."))
-            return Finish([text], w == truth)
+            texts = [rng.choice((f"docs/{name} has {w} words on {n} lines.", f"Word count: {w} ({n} lines)."))]
+            if len(segments) > 1:
+                k = first_int(o.outputs["word"])
+                texts.append(f"'{word}' occurs {plural(k or 0, 'time')}.")
+            return Finish(texts, w == truth)
 
-        return TaskPlan(fixture(files, "/home/user/writing"), [Segment(user, steps)], finish,
+        return TaskPlan(fixture(files, "/home/user/writing"), segments, finish,
                         f"counted docs/notes.txt instead of docs/{name}" if fail else None)
 
     user = rng.choice((
@@ -1113,10 +1150,14 @@ def render_conf(conf: dict[str, str]) -> str:
     return "".join(f"{k} = {v}\n" for k, v in conf.items())
 
 
+FLIP = {"on": "off", "off": "on", "info": "debug", "debug": "info", "www": "nginx"}
+
+
 def changed(rng: random.Random, conf: dict[str, str], k: int) -> dict[str, str]:
+    """``conf`` with ``k`` settings changed (numbers bumped, words switched)."""
     out = dict(conf)
     for key in rng.sample(list(conf), k):
-        out[key] = str(int(out[key]) + rng.randint(1, 9)) if out[key].isdigit() else out[key] + "_new"
+        out[key] = str(int(out[key]) + rng.randint(1, 9)) if out[key].isdigit() else FLIP[out[key]]
     return out
 
 
@@ -1138,7 +1179,9 @@ def diff_compare(rng: random.Random, fail: bool) -> TaskPlan:
     ))
     a = f"config/{name}.bak" if fail else f"config/{name}.orig"
     b = f"config/{name}"
-    steps = [Step("ls config", say=say(rng, LOOK), alternatives=["ls config/", "ls -1 config"]),
+    steps = stumble(rng, f"diff {name}.orig {name}", 2, say(rng, ACT))
+    steps += [Step("ls config", say="The files are in config/." if steps else say(rng, LOOK),
+                   alternatives=["ls config/", "ls -1 config"]),
              Step(f"diff {a} {b}", label="diff", say=say(rng, ACT), expect_rc=1,
                   alternatives=[] if fail else [f"diff -- {a} {b}", f"cat {a} | diff - {b}"],
                   near_misses=[] if fail else [(f"diff {b} {a}", "compares in the other direction: < and > swap"),
@@ -1149,17 +1192,30 @@ def diff_compare(rng: random.Random, fail: bool) -> TaskPlan:
              Step(f"wc -l < {patch}", say=say(rng, CHECK), alternatives=[f"cat {patch} | wc -l"],
                   near_misses=[(f"wc -l {patch}", "prints the file name after the count")])]
     truth = sorted(k for k in orig if orig[k] != new[k])
+    segments = [Segment(user, steps)]
+    if rng.random() < 0.3:
+        segments.append(Segment(
+            rng.choice((f"Thanks. Actually, please put config/{name} back to the original version.",
+                        f"OK, revert config/{name} to match {name}.orig exactly.")),
+            [Step(f"cp config/{name}.orig config/{name}", say=say(rng, ACT),
+                  alternatives=[f"cat config/{name}.orig > config/{name}", f"cp -f config/{name}.orig config/{name}"],
+                  near_misses=[(f"mv config/{name}.orig config/{name}", "also removes the .orig file")]),
+             Step(f"diff config/{name}.orig config/{name} && echo identical", label="same", say=say(rng, CHECK),
+                  alternatives=[f"cmp config/{name}.orig config/{name} && echo identical",
+                                f"cmp -s config/{name}.orig config/{name} && echo identical"])]))
 
     def finish(o: Outcome) -> Finish:
         olds = {ln[2:].split(" = ")[0]: ln[2:].split(" = ")[1] for ln in lines_of(o.outputs["diff"]) if ln.startswith("< ")}
         news = {ln[2:].split(" = ")[0]: ln[2:].split(" = ")[1] for ln in lines_of(o.outputs["diff"]) if ln.startswith("> ")}
         keys = sorted(set(olds) | set(news))
         desc = join_words([f"{k} ({olds.get(k, '-')} -> {news.get(k, '-')})" for k in keys])
-        text = rng.choice((f"{plural(len(keys), 'setting')} changed: {desc}. The diff is saved in {patch}.",
-                           f"Differences: {desc}. I wrote the full diff to {patch}."))
-        return Finish([text], keys == truth)
+        texts = [rng.choice((f"{plural(len(keys), 'setting')} changed: {desc}. The diff is saved in {patch}.",
+                             f"Differences: {desc}. I wrote the full diff to {patch}."))]
+        if len(segments) > 1:
+            texts.append(f"config/{name} is back to the original; diff reports them {o.outputs['same'].strip()}.")
+        return Finish(texts, keys == truth)
 
-    return TaskPlan(fixture(files, "/home/user/config"), [Segment(user, steps)], finish,
+    return TaskPlan(fixture(files, "/home/user/config"), segments, finish,
                     f"compared the .bak copy instead of {name}.orig with the current file" if fail else None)
 
 
@@ -1186,8 +1242,9 @@ def grep_todo(rng: random.Random, fail: bool) -> TaskPlan:
         "List every source file in src/ with a TODO in it, and count the TODOs.",
         "Find the leftover TODOs in the code under src/ (all subpackages): which files, and how many overall?",
     ))
-    steps = [Step("find src -name '*.py' | sort", say=say(rng, LOOK),
-                  alternatives=["find src -type f -name '*.py' | sort", "find src -name \"*.py\" | sort"])]
+    steps = stumble(rng, "grep -rl TODO source", 2, say(rng, LOOK))
+    steps += [Step("find src -name '*.py' | sort", say="The folder is src/, not source/." if steps else say(rng, LOOK),
+                   alternatives=["find src -type f -name '*.py' | sort", "find src -name \"*.py\" | sort"])]
     if fail:
         steps.append(Step(f"grep -l TODO {shallow}", label="files", say=say(rng, ACT)))
         steps.append(Step(f"grep TODO {shallow} | wc -l", label="count"))
@@ -1201,15 +1258,28 @@ def grep_todo(rng: random.Random, fail: bool) -> TaskPlan:
                                         "cat $(grep -rl TODO src) | grep -c TODO"]))
     steps.append(Step("grep -rn TODO src | sort", say="The TODOs themselves:" if rng.random() < 0.5 else None,
                       alternatives=["grep -nr TODO src | sort"]))
+    segments = [Segment(user, steps)]
+    if rng.random() < 0.3:
+        scope = f"-n TODO {shallow}" if fail else "-rn TODO src"
+        segments.append(Segment(
+            rng.choice(("Please save that list (file:line: text) to todo.txt as well.",
+                        "Could you write those TODO lines into todo.txt, with file names and line numbers?")),
+            [Step(f"grep {scope} | sort > todo.txt", say=say(rng, ACT),
+                  alternatives=[] if fail else ["grep -nr TODO src | sort > todo.txt", "grep -rn TODO src | sort -o todo.txt"],
+                  near_misses=[] if fail else [("grep -rn TODO src > todo.txt", "same lines, but in grep's directory order")
+                                               ] if False else []),
+             Step("wc -l < todo.txt", label="saved", say=say(rng, CHECK), alternatives=["cat todo.txt | wc -l"])]))
 
     def finish(o: Outcome) -> Finish:
         listed = lines_of(o.outputs["files"])
         n = first_int(o.outputs["count"]) or 0
-        text = rng.choice((f"{plural(n, 'TODO')} in {plural(len(listed), 'file')}: {join_words(listed)}.",
-                           f"Files with TODOs: {join_words(listed)} ({n} in total)."))
-        return Finish([text], listed == found and n == total)
+        texts = [rng.choice((f"{plural(n, 'TODO')} in {plural(len(listed), 'file')}: {join_words(listed)}.",
+                             f"Files with TODOs: {join_words(listed)} ({n} in total)."))]
+        if len(segments) > 1:
+            texts.append(f"Saved {plural(first_int(o.outputs['saved']) or 0, 'line')} to todo.txt.")
+        return Finish(texts, listed == found and n == total)
 
-    return TaskPlan(fixture(files, "/home/user/code"), [Segment(user, steps)], finish,
+    return TaskPlan(fixture(files, "/home/user/code"), segments, finish,
                     "searched only src/app/*.py, not recursively, and missed the subpackages" if fail else None)
 
 
@@ -1245,14 +1315,27 @@ def sort_dedupe(rng: random.Random, fail: bool) -> TaskPlan:
              Step(f"wc -l < {dst}", label="after", say=say(rng, CHECK), alternatives=[f"cat {dst} | wc -l"]),
              Step(f"cat {dst}", alternatives=[f"sed -n p {dst}"])]
     uniq_sorted = sorted(set(items))
+    segments = [Segment(user, steps)]
+    if rng.random() < 0.3:
+        if kind == "emails":
+            part = rng.choice(sorted({i.split("@")[1] for i in items}))
+            ask, pattern = f"How many of the unique addresses are at {part}?", f"'@{part}$'"
+        else:
+            part = rng.choice(sorted({i.rstrip("0123456789.lan") for i in items}))
+            ask, pattern = f"How many of the unique hosts are {part} servers (names starting with {part})?", f"'^{part}'"
+        segments.append(Segment(ask, [Step(f"grep -c {pattern} {dst}", label="part", say=say(rng, ACT),
+                                           alternatives=[f"grep {pattern} {dst} | wc -l", f"grep -e {pattern} -c {dst}"],
+                                           near_misses=[(f"grep -c {pattern} {src}", "counts in the list with duplicates")])]))
 
     def finish(o: Outcome) -> Finish:
         before, after = first_int(o.outputs["before"]), first_int(o.outputs["after"])
-        text = rng.choice((f"{dst} holds {after} unique entries, sorted (down from {before} lines).",
-                           f"Deduplicated: {before} lines -> {after} unique ones, written in sorted order to {dst}."))
-        return Finish([text], (o.final.text(dst) or "").splitlines() == uniq_sorted)
+        texts = [rng.choice((f"{dst} holds {after} unique entries, sorted (down from {before} lines).",
+                             f"Deduplicated: {before} lines -> {after} unique ones, written in sorted order to {dst}."))]
+        if len(segments) > 1:
+            texts.append(f"{first_int(o.outputs['part'])} of the entries in {dst} match.")
+        return Finish(texts, (o.final.text(dst) or "").splitlines() == uniq_sorted)
 
-    return TaskPlan(fixture(files, "/home/user/lists"), [Segment(user, steps)], finish,
+    return TaskPlan(fixture(files, "/home/user/lists"), segments, finish,
                     "ran uniq without sorting first, so non-adjacent duplicates survived" if fail else None)
 
 

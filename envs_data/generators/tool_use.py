@@ -118,7 +118,9 @@ def _addr(a: dict[str, str]) -> str:
 
 
 def _item(i: dict[str, Any]) -> str:
-    return f"{i['qty']} x {i['name']} ({_money(i['unit_price'])} each)" if i["qty"] > 1 else f"{i['name']} ({_money(i['unit_price'])})"
+    if i["qty"] > 1:
+        return f"{i['qty']} x {i['name']} ({_money(i['unit_price'])} each)"
+    return f"{i['name']} ({_money(i['unit_price'])})"
 
 
 def _items(items: list[dict[str, Any]]) -> str:
@@ -153,6 +155,7 @@ class _Episode:
         self.alternatives: dict[str, list[dict[str, Any]]] = {}
         self.failure: str | None = None
         self.customer: dict[str, Any] | None = None
+        self.first_name = ""  # the customer's first name once authenticated (used in goodbyes)
 
     # -- turns
     def user(self, text: str) -> None:
@@ -280,8 +283,10 @@ def _arg_variants(name: str, args: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------- shared dialogue pieces
 
 ASK_IDENTITY = (
-    "I can help with that. First I need to verify your identity: could you give me the email address on your account, or your full name and ZIP code?",
-    "Happy to help! Before I look into your account, please share the email you used with us (or your full name plus ZIP code) so I can verify who you are.",
+    "I can help with that. First I need to verify your identity: could you give me the email address on your account, "
+    "or your full name and ZIP code?",
+    "Happy to help! Before I look into your account, please share the email you used with us (or your full name plus "
+    "ZIP code) so I can verify who you are.",
     "Sure thing. To get started, what's the email address on your Copperleaf account? Your full name and ZIP code work too.",
 )
 
@@ -340,8 +345,10 @@ def _authenticate(ep: _Episode, c: dict[str, Any], mode: str | None, email: str)
             wrong = _typo(c["email"], ep.rng)
             ep.user(ep.rng.choice((f"It's {wrong}", f"My email is {wrong}.")))
             _expect_error(ep.call("find_customer_by_email", {"email": wrong}, alts=False))
-            ep.say(f"I couldn't find an account with {wrong}. Could you double-check the spelling, or give me your full name and ZIP code instead?",
-                   f"Hmm, no account matches {wrong}. Could you check that address again? Your full name and ZIP code would also work.")
+            ep.say(f"I couldn't find an account with {wrong}. Could you double-check the spelling, or give me your "
+                   f"full name and ZIP code instead?",
+                   f"Hmm, no account matches {wrong}. Could you check that address again? Your full name and ZIP code "
+                   f"would also work.")
             email = c["email"]
             ep.user(ep.rng.choice((f"Oops, sorry, it's {email}.", f"My bad, typo. It's {email}", f"Sorry! {email}")))
         else:
@@ -356,6 +363,7 @@ def _authenticate(ep: _Episode, c: dict[str, Any], mode: str | None, email: str)
     else:
         result = ep.call(*(by_email if mode == "email" else by_name))
     assert result["customer_id"] == c["customer_id"]
+    ep.first_name = c["name"]["first"]
     return c["customer_id"]
 
 
@@ -375,10 +383,10 @@ def _get_order(ep: _Episode, order_id: str, bare: bool) -> dict[str, Any]:
 
 def _goodbye(ep: _Episode, p: float = 0.5) -> None:
     if ep.rng.random() < p:
-        first = ep.customer["name"]["first"] if ep.customer else ""
+        name = f", {ep.first_name}" if ep.first_name else ""
         ep.user(ep.rng.choice(THANKS))
-        ep.say(f"You're welcome, {first}! Have a great day.", f"Glad I could help, {first}. Take care!",
-               f"Anytime, {first}. Enjoy the rest of your day!")
+        ep.say(f"You're welcome{name}! Have a great day.", f"Glad I could help{name}. Take care!",
+               f"Anytime{name}. Enjoy the rest of your day!")
 
 
 def _confirm(ep: _Episode, *variants: str, extra: str = "") -> None:
@@ -388,9 +396,11 @@ def _confirm(ep: _Episode, *variants: str, extra: str = "") -> None:
 
 def _refund_eta(ep: _Episode, method_text: str, store_credit: bool = False) -> None:
     if ep.rng.random() < 0.25:
-        ep.user(ep.rng.choice(("When will I see the money?", "How long does the refund take?", "When does the refund arrive?")))
+        ep.user(ep.rng.choice(("When will I see the money?", "How long does the refund take?",
+                               "When does the refund arrive?")))
         if store_credit:
-            ep.say("Store credit is available on your account right away.", "The store credit is already usable: it shows up immediately.")
+            ep.say("Store credit is available on your account right away.",
+                   "The store credit is already usable: it shows up immediately.")
         else:
             ep.say(f"Refunds to {method_text} usually take 5-7 business days to appear.",
                    f"It typically takes 5-7 business days for the refund to show up on {method_text}.")
@@ -420,6 +430,23 @@ def _find_order(ep: _Episode, cid: str, order: dict[str, Any], status: str = "an
     assert any(r["order_id"] == order["order_id"] for r in rows)
 
 
+def _returnable(o: dict[str, Any]) -> bool:
+    """A delivered order with at least one item not returned yet."""
+    return o["status"] == "delivered" and any(not i["returned"] for i in o["items"])
+
+
+def _confirmed_bookings(ep: _Episode) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(c, ep.db["bookings"][b]) for c in _customers(ep) for b in c["bookings"]
+            if ep.db["bookings"][b]["status"] == "confirmed"]
+
+
+def _transfer(ep: _Episode, summaries: tuple[str, str]) -> None:
+    """Transfer to a human with one of two equivalent summaries (the other one is the alternative)."""
+    pick = ep.rng.randrange(2)
+    ep.call("transfer_to_human", {"summary": summaries[pick]},
+            synonyms=(("transfer_to_human", {"summary": summaries[1 - pick]}),))
+
+
 def _fail(ep: _Episode, modes: list[str]) -> str | None:
     if modes and ep.rng.random() < FAILURE_RATE:
         ep.failure = ep.rng.choice(modes)
@@ -434,21 +461,24 @@ def _order_status(ep: _Episode) -> None:
     fail = _fail(ep, ["skip_verify"])
     c = rng.choice([c for c in _customers(ep) if len(c["orders"]) >= 2])
     orders = [o for o in _orders_of(ep, c) if o["status"] != "cancelled"]
-    kind = "one" if fail else rng.choices(["one", "two", "list"], weights=[3, 5, 2])[0]
+    kind = "one" if fail else rng.choices(["one", "two", "list"], weights=[2, 6, 2])[0]
     if len(orders) < 2 and kind == "two":
         kind = "one"
     picked = rng.sample(orders, 2) if kind == "two" else [rng.choice(orders or _orders_of(ep, c))]
     ident, mode, email = _opening_identity(ep, c) if not fail else ("", None, c["email"])
     if kind == "list":
-        ep.user(rng.choice(("Hi! Can you tell me what's going on with my orders?", "Hello, I'd like an update on my recent orders.",
+        ep.user(rng.choice(("Hi! Can you tell me what's going on with my orders?",
+                            "Hello, I'd like an update on my recent orders.",
                             "hey, where are my orders at?")) + ident)
     elif kind == "two":
         a, b = picked[0]["order_id"], picked[1]["order_id"]
-        ep.user(rng.choice((f"Hi, could you check on orders {a} and {b}?", f"Can you tell me the status of {a} and {b}, please?",
+        ep.user(rng.choice((f"Hi, could you check on orders {a} and {b}?",
+                            f"Can you tell me the status of {a} and {b}, please?",
                             f"I'm waiting on two orders, {a} and {b}. Any news?")) + ident)
     else:
         ref, bare = _order_ref(ep, picked[0]["order_id"], allow_bare=not fail)
-        ep.user(rng.choice((f"Where is {ref}?", f"Hi, can you check the status of {ref}?", f"I'm wondering when {ref} will arrive.",
+        ep.user(rng.choice((f"Where is {ref}?", f"Hi, can you check the status of {ref}?",
+                            f"I'm wondering when {ref} will arrive.",
                             f"hello, any update on {ref}?")) + ident)
     if not fail:
         cid = _authenticate(ep, c, mode, email)
@@ -456,11 +486,13 @@ def _order_status(ep: _Episode) -> None:
         ep.customer = c
     if kind == "list":
         rows = ep.call("list_orders", {"customer_id": cid})
-        lines = "\n".join(f"- {r['order_id']} (placed {_short(r['placed'])}): {r['status']}, {_money(r['total'])}" for r in rows)
+        lines = "\n".join(f"- {r['order_id']} (placed {_short(r['placed'])}): {r['status']}, {_money(r['total'])}"
+                          for r in rows)
         ep.say(f"Here are your orders:\n{lines}\nWould you like details on any of them?",
                f"I found {len(rows)} orders on your account:\n{lines}\nLet me know if you want more detail on one.")
         focus = next((r for r in rows if r["status"] in ("shipped", "processing", "pending")), rows[0])
-        ep.user(rng.choice((f"What about {focus['order_id']}? When will it get here?", f"Can you tell me more about {focus['order_id']}?")))
+        ep.user(rng.choice((f"What about {focus['order_id']}? When will it get here?",
+                            f"Can you tell me more about {focus['order_id']}?")))
         picked = [ep.call("get_order", {"order_id": focus["order_id"]})]
     elif kind == "two":
         picked = ep.parallel([("get_order", {"order_id": o["order_id"]}) for o in picked])
@@ -473,7 +505,11 @@ def _order_status(ep: _Episode) -> None:
 def _status_line(o: dict[str, Any]) -> str:
     oid, s = o["order_id"], o["status"]
     if s == "shipped":
-        return f"Order {oid} shipped on {_short(o['shipped'])} (tracking number {o['tracking_number']}) and is due by {_day(o['promised'])}."
+        if o["promised"] >= world.NOW.date().isoformat():
+            due = f"is due by {_day(o['promised'])}"
+        else:
+            due = f"was due {_day(o['promised'])}, so it is running late"
+        return f"Order {oid} shipped on {_short(o['shipped'])} (tracking number {o['tracking_number']}) and {due}."
     if s == "delivered":
         return f"Order {oid} was delivered on {_day(o['delivered'])}."
     if s == "cancelled":
@@ -508,7 +544,8 @@ def _cancel_order(ep: _Episode) -> None:
     why = (" " + rng.choice(REASON_TEXT[reason]).capitalize()) if give_reason else ""
     ident, mode, email = _opening_identity(ep, c) if fail != "skip_verify" else ("", None, c["email"])
     ep.user(rng.choice((f"Hi, I need to cancel {ref}.", f"Hello! Could you cancel {ref} for me?",
-                        f"I placed {ref} recently and I'd like to cancel it.", f"hey, can i still cancel {ref}?")) + why + ident)
+                        f"I placed {ref} recently and I'd like to cancel it.",
+                        f"hey, can i still cancel {ref}?")) + why + ident)
     if fail == "skip_verify":
         ep.customer = c
     else:
@@ -520,11 +557,17 @@ def _cancel_order(ep: _Episode) -> None:
     if fail not in ("skip_confirm",):
         head = f"Order {oid} ({_items(o['items'])}) is {o['status']}, total {_money(o['total'])}, paid with {pm}."
         if give_reason:
-            _confirm(ep, f"{head} I can cancel it with the reason \"{REASON_LABEL[reason]}\"; the full {_money(o['total'])} would be refunded to {pm}. Shall I go ahead?",
-                     f"I found it: {head[6:]} To confirm, you'd like me to cancel order {oid} (reason: {REASON_LABEL[reason]}) and refund {_money(o['total'])} to {pm}? Please reply yes to proceed.")
+            _confirm(ep, f"{head} I can cancel it with the reason \"{REASON_LABEL[reason]}\"; the full "
+                         f"{_money(o['total'])} would be refunded to {pm}. Shall I go ahead?",
+                     f"I found it: {head[6:]} To confirm, you'd like me to cancel order {oid} (reason: "
+                     f"{REASON_LABEL[reason]}) and refund {_money(o['total'])} to {pm}? Please reply yes to proceed.")
         else:
-            _confirm(ep, f"{head} It can still be cancelled, with a full refund to {pm}. Could you confirm you want to cancel it, and tell me the reason: no longer needed, ordered by mistake, found a better price, or shipping too slow?",
-                     f"I see order {oid}: {_items(o['items'])}, {_money(o['total'])}, status {o['status']}. Cancelling refunds the whole amount to {pm}. Do you want me to proceed? If so, which reason applies: no longer needed, ordered by mistake, found a better price, or shipping too slow?",
+            _confirm(ep, f"{head} It can still be cancelled, with a full refund to {pm}. Could you confirm you want "
+                         f"to cancel it, and tell me the reason: no longer needed, ordered by mistake, found a better "
+                         f"price, or shipping too slow?",
+                     f"I see order {oid}: {_items(o['items'])}, {_money(o['total'])}, status {o['status']}. "
+                     f"Cancelling refunds the whole amount to {pm}. Do you want me to proceed? If so, which reason "
+                     f"applies: no longer needed, ordered by mistake, found a better price, or shipping too slow?",
                      extra="" if give_reason else " " + rng.choice(REASON_TEXT[reason]).capitalize())
     target = rng.choice(others)["order_id"] if fail == "wrong_order" else oid
     res = ep.call("cancel_order", {"order_id": target, "reason": reason})
@@ -543,7 +586,8 @@ def _new_address(ep: _Episode, old: dict[str, str]) -> dict[str, str]:
 
 def _update_address(ep: _Episode) -> None:
     rng = ep.rng
-    c, order = rng.choice([(c, o) for c in _customers(ep) for o in _orders_of(ep, c) if o["status"] in ("pending", "processing")])
+    c, order = rng.choice([(c, o) for c in _customers(ep) for o in _orders_of(ep, c) if o["status"] in ("pending",
+                                                                                          "processing")])
     oid = order["order_id"]
     fail = _fail(ep, ["skip_confirm", "wrong_address"])
     new = _new_address(ep, order["shipping_address"])
@@ -551,22 +595,27 @@ def _update_address(ep: _Episode) -> None:
     in_opening = rng.random() < 0.4
     ident, mode, email = _opening_identity(ep, c)
     addr_text = _addr(new)
-    ep.user(rng.choice((f"I just moved. Can you update the shipping address on {ref}?", f"I need {ref} shipped to a different address.",
+    ep.user(rng.choice((f"I just moved. Can you update the shipping address on {ref}?",
+                        f"I need {ref} shipped to a different address.",
                         f"Can I change where {ref} is being delivered?"))
             + (f" The new address is {addr_text}." if in_opening else "") + ident)
     _authenticate(ep, c, mode, email)
     o = _get_order(ep, oid, bare)
     if not in_opening:
-        ep.say(f"Order {oid} is {o['status']}, so the address can still be changed. It's currently going to {_addr(o['shipping_address'])}. What's the new address?",
-               f"Good news: order {oid} hasn't shipped yet ({o['status']}), so I can update it. Where would you like it delivered instead? (Currently: {_addr(o['shipping_address'])}.)")
+        ep.say(f"Order {oid} is {o['status']}, so the address can still be changed. It's currently going to "
+               f"{_addr(o['shipping_address'])}. What's the new address?",
+               f"Good news: order {oid} hasn't shipped yet ({o['status']}), so I can update it. Where would you like "
+               f"it delivered instead? (Currently: {_addr(o['shipping_address'])}.)")
         ep.user(rng.choice((f"It's {addr_text}.", f"{addr_text}", f"Please send it to {addr_text}.")))
     address = {"line1": new["line1"], **({"line2": new["line2"]} if new["line2"] else {}), "city": new["city"],
                "state": new["state"], "zip": new["zip"]}
     if fail == "wrong_address":
         address["zip"] = c["address"]["zip"] if c["address"]["zip"] != new["zip"] else o["shipping_address"]["zip"]
     if fail != "skip_confirm":
-        _confirm(ep, f"To confirm: I'll change the shipping address of order {oid} from {_addr(o['shipping_address'])} to {addr_text}. Shall I proceed?",
-                 f"I'm about to update order {oid} so it ships to {addr_text} instead of {_addr(o['shipping_address'])}. Is that correct?")
+        _confirm(ep, f"To confirm: I'll change the shipping address of order {oid} from "
+                     f"{_addr(o['shipping_address'])} to {addr_text}. Shall I proceed?",
+                 f"I'm about to update order {oid} so it ships to {addr_text} instead of "
+                 f"{_addr(o['shipping_address'])}. Is that correct?")
     res = ep.call("update_order_address", {"order_id": oid, "address": address})
     ep.say(f"All set: order {oid} will now ship to {_addr(res['shipping_address'])}.",
            f"The shipping address for order {oid} is updated to {_addr(res['shipping_address'])}.")
@@ -574,14 +623,14 @@ def _update_address(ep: _Episode) -> None:
 
 
 def _return_flow_open(ep: _Episode, c: dict[str, Any], order: dict[str, Any], items: list[dict[str, Any]],
-                      templates: tuple[str, ...], allow_list: bool = True) -> tuple[dict[str, Any], bool]:
+                      templates: tuple[str, ...]) -> tuple[dict[str, Any], bool]:
     """Opening about returning ``items``, authentication and the order lookup; returns (order, store credit wanted)."""
     rng = ep.rng
     oid = order["order_id"]
     names = " and the ".join(i["name"] for i in items)
     elsewhere = {i["name"] for o in _orders_of(ep, c) if o is not order for i in o["items"]}
     unique = not any(i["name"] in elsewhere for i in items)
-    give_id = not allow_list or not unique or rng.random() < 0.6
+    give_id = not unique or rng.random() < 0.6
     ref, bare = _order_ref(ep, oid) if give_id else ("", False)
     credit = rng.random() < 0.25
     ident, mode, email = _opening_identity(ep, c)
@@ -603,21 +652,26 @@ def _do_return(ep: _Episode, o: dict[str, Any], items: list[dict[str, Any]], cre
     amount = round(sum(i["unit_price"] * i["qty"] for i in items), 2)
     dest = "as store credit" if credit else f"to {pm}"
     if confirm:
-        _confirm(ep, f"Order {oid} was delivered on {_day(o['delivered'])}, so it's within the 30-day return window. I can return {_items(items)} for a refund of {_money(amount)} {dest}. Shall I proceed?",
-                 f"That order arrived on {_short(o['delivered'])}, which is within our 30-day window. Here's the plan: return {_items(items)} from order {oid}, refund {_money(amount)} {dest}. Would you like me to go ahead?")
+        _confirm(ep, f"Order {oid} was delivered on {_day(o['delivered'])}, so it's within the 30-day return window. "
+                     f"I can return {_items(items)} for a refund of {_money(amount)} {dest}. Shall I proceed?",
+                 f"That order arrived on {_short(o['delivered'])}, which is within our 30-day window. Here's the "
+                 f"plan: return {_items(items)} from order {oid}, refund {_money(amount)} {dest}. Would you like me "
+                 f"to go ahead?")
     args: dict[str, Any] = {"order_id": oid, "item_ids": [i["item_id"] for i in items]}
     if credit:
         args["refund_method"] = "store_credit"
     res = ep.call("return_items", args)
-    ep.say(f"The return is set up. {_money(res['refund']['amount'])} will be refunded {dest}. Print your prepaid label here: {res['return_label']}",
-           f"Done! Your return for order {oid} is registered and {_money(res['refund']['amount'])} is refunded {dest}. Here's your return label: {res['return_label']}")
+    ep.say(f"The return is set up. {_money(res['refund']['amount'])} will be refunded {dest}. Print your prepaid "
+           f"label here: {res['return_label']}",
+           f"Done! Your return for order {oid} is registered and {_money(res['refund']['amount'])} is refunded "
+           f"{dest}. Here's your return label: {res['return_label']}")
     _refund_eta(ep, pm, store_credit=credit)
 
 
 def _return_items(ep: _Episode) -> None:
     rng = ep.rng
     cands = [(c, o) for c in _customers(ep) for o in _orders_of(ep, c)
-             if o["status"] == "delivered" and world.days_since_delivery(o) <= 30 and any(not i["returned"] for i in o["items"])]
+             if _returnable(o) and world.days_since_delivery(o) <= world.RETURN_WINDOW_DAYS]
     c, order = rng.choice(cands)
     open_items = [i for i in order["items"] if not i["returned"]]
     items = rng.sample(open_items, 2 if len(open_items) >= 3 and rng.random() < 0.3 else 1)
@@ -626,7 +680,8 @@ def _return_items(ep: _Episode) -> None:
     if fail == "wrong_items":
         pm = _pm(o["payment_method"])
         amount = round(sum(i["unit_price"] * i["qty"] for i in items), 2)
-        _confirm(ep, f"I can return {_items(items)} from order {o['order_id']} for a refund of {_money(amount)} {'as store credit' if credit else 'to ' + pm}. Shall I proceed?",
+        _confirm(ep, f"I can return {_items(items)} from order {o['order_id']} for a refund of {_money(amount)} "
+                     f"{'as store credit' if credit else 'to ' + pm}. Shall I proceed?",
                  f"Return {_items(items)} from order {o['order_id']} and refund {_money(amount)}: is that right?")
         items = open_items
     _do_return(ep, o, items, credit, confirm=fail is None)
@@ -645,15 +700,19 @@ def _late_delivery_refund(ep: _Episode) -> None:
     ref, bare = _order_ref(ep, oid)
     ident, mode, email = _opening_identity(ep, c)
     ep.user(rng.choice((f"My {ref} showed up late. It was supposed to arrive by {_short(order['promised'])}.",
-                        f"{ref[0].upper() + ref[1:]} arrived days after the promised date. Can I get something back for that?",
+                        f"{ref[0].upper() + ref[1:]} arrived days after the promised date. Can I get something back "
+                        f"for that?",
                         f"The delivery of {ref} was late and I'd like the shipping refunded.")) + ident)
     _authenticate(ep, c, mode, email)
     o = _get_order(ep, oid, bare)
     pm = _pm(o["payment_method"])
     fee = o["shipping_fee"]
     if fail != "skip_confirm":
-        _confirm(ep, f"I'm sorry about the delay. Order {oid} was promised for {_day(o['promised'])} and delivered on {_day(o['delivered'])}, so it was late. I can refund the shipping fee of {_money(fee)} to {pm}. Would you like me to go ahead?",
-                 f"You're right: order {oid} was due {_short(o['promised'])} but arrived {_short(o['delivered'])}. Per our policy I can refund your {_money(fee)} shipping fee to {pm}. Shall I proceed?")
+        _confirm(ep, f"I'm sorry about the delay. Order {oid} was promised for {_day(o['promised'])} and delivered on "
+                     f"{_day(o['delivered'])}, so it was late. I can refund the shipping fee of {_money(fee)} to "
+                     f"{pm}. Would you like me to go ahead?",
+                 f"You're right: order {oid} was due {_short(o['promised'])} but arrived {_short(o['delivered'])}. "
+                 f"Per our policy I can refund your {_money(fee)} shipping fee to {pm}. Shall I proceed?")
     amount = remaining if fail == "wrong_amount" else fee
     res = ep.call("issue_refund", {"order_id": oid, "amount": float(amount), "reason": "late_delivery"})
     ep.say(f"Done: {_money(res['refund']['amount'])} has been refunded to {pm} for the late delivery of order {oid}.",
@@ -680,10 +739,13 @@ def _damaged_item_refund(ep: _Episode) -> None:
     pm = _pm(o["payment_method"])
     price = item["unit_price"]
     if fail != "skip_confirm":
-        _confirm(ep, f"I'm sorry it {damage}. I can refund the {item['name']} ({_money(price)}) to {pm}, and you don't need to send it back. Shall I go ahead?",
-                 f"Sorry to hear that! For a damaged item I can refund its price, {_money(price)} for the {item['name']}, to {pm} without a return. Would you like me to do that?")
+        _confirm(ep, f"I'm sorry it {damage}. I can refund the {item['name']} ({_money(price)}) to {pm}, and you "
+                     f"don't need to send it back. Shall I go ahead?",
+                 f"Sorry to hear that! For a damaged item I can refund its price, {_money(price)} for the "
+                 f"{item['name']}, to {pm} without a return. Would you like me to do that?")
     amount = remaining if fail == "wrong_amount" else price
-    res = ep.call("issue_refund", {"order_id": oid, "amount": float(amount), "reason": "damaged_item", "item_id": item["item_id"]})
+    res = ep.call("issue_refund", {"order_id": oid, "amount": float(amount), "reason": "damaged_item",
+                  "item_id": item["item_id"]})
     ep.say(f"I've refunded {_money(res['refund']['amount'])} to {pm} for the damaged {item['name']}.",
            f"Done: refund {res['refund']['refund_id']} of {_money(res['refund']['amount'])} is on its way to {pm}.")
     _refund_eta(ep, pm)
@@ -717,29 +779,38 @@ def _booking_lookup(ep: _Episode, c: dict[str, Any], booking: dict[str, Any], op
 
 def _reschedule_booking(ep: _Episode) -> None:
     rng = ep.rng
-    cands = [(c, ep.db["bookings"][b]) for c in _customers(ep) for b in c["bookings"] if ep.db["bookings"][b]["status"] == "confirmed"]
+    cands = _confirmed_bookings(ep)
     c, booking = rng.choice(cands)
     at_limit = booking["reschedule_count"] >= 2
     fail = _fail(ep, (["over_limit"] if at_limit else ["skip_confirm", "wrong_slot"]))
     bid, store = booking["booking_id"], booking["store_id"]
     b, _ = _booking_lookup(ep, c, booking, rng.choice(("I need to move {what}.", "Can I reschedule {what}?",
-                                                    "Something came up and I can't make {what} on {day}. Can we find another time?")), fail)
+                                                    "Something came up and I can't make {what} on {day}. Can we find "
+                                                    "another time?")), fail)
     when = f"{_service(b['service'])} at {b['store_name']} on {_slot(b['date'], b['time'])}"
     if at_limit and fail is None:
-        fee = "free of charge" if world.hours_until(b) >= 24 else f"with the {_money(world.LATE_CANCEL_FEE)} late-cancellation fee"
-        ep.say(f"Your {when} has already been rescheduled twice, which is the maximum, so I can't move it again. I can cancel it ({fee}) if you like. What would you prefer?",
-               f"I'm sorry, booking {bid} ({when}) was already rescheduled two times and can't be moved again. If it no longer works, I could cancel it {fee}. Would you like that?")
+        fee = "free of charge"
+        if world.hours_until(b) < 24:
+            fee = f"with the {_money(world.LATE_CANCEL_FEE)} late-cancellation fee"
+        ep.say(f"Your {when} has already been rescheduled twice, which is the maximum, so I can't move it again. I "
+               f"can cancel it ({fee}) if you like. What would you prefer?",
+               f"I'm sorry, booking {bid} ({when}) was already rescheduled two times and can't be moved again. If it "
+               f"no longer works, I could cancel it {fee}. Would you like that?")
         ep.user(rng.choice(("No, I'll keep it then.", "Never mind, I'll make it work.", "OK, leave it as it is.")))
-        ep.say(f"No problem, your booking stays on {_slot(b['date'], b['time'])}.", f"Understood. Booking {bid} remains as scheduled.")
+        ep.say(f"No problem, your booking stays on {_slot(b['date'], b['time'])}.",
+               f"Understood. Booking {bid} remains as scheduled.")
         _goodbye(ep)
         return
-    ep.say(f"I found your {when}. What day would work better for you?", f"Booking {bid} is your {when}. Which day would you like instead?")
+    ep.say(f"I found your {when}. What day would work better for you?",
+           f"Booking {bid} is your {when}. Which day would you like instead?")
     while True:
         start = (world.NOW.date() + timedelta(days=rng.randint(2, 12))).isoformat()
         free = world.check_availability(ep.db, store, b["service"], start, 3)["slots"]
-        if date.fromisoformat(start).weekday() != 6 and free[start] and sum(map(len, free.values())) >= 2:
+        sunday = date.fromisoformat(start).weekday() == 6
+        if start != b["date"] and not sunday and free[start] and sum(map(len, free.values())) >= 2:
             break
-    ep.user(rng.choice((f"Would {_day(start)} work?", f"How about {_short(start)} or the days after?", f"Something around {_day(start)}, please.")))
+    ep.user(rng.choice((f"Would {_day(start)} work?", f"How about {_short(start)} or the days after?",
+                        f"Something around {_day(start)}, please.")))
     args: dict[str, Any] = {"store_id": store, "service": b["service"], "start_date": start}
     slots = ep.call("check_availability", args)["slots"]
     listing = "; ".join(f"{_day(d)}: {', '.join(t) if t else 'none'}" for d, t in slots.items())
@@ -748,13 +819,16 @@ def _reschedule_booking(ep: _Episode) -> None:
     options = [(d, t) for d, ts in slots.items() for t in ts]
     day, time = options[0] if rng.random() < 0.4 else rng.choice(options)
     no_email = rng.random() < 0.12
-    ep.user(rng.choice((f"Let's do {time} on {_short(day)}.", f"{_day(day)} at {time}, please.", f"I'll take {_short(day)} at {time}."))
+    ep.user(rng.choice((f"Let's do {time} on {_short(day)}.", f"{_day(day)} at {time}, please.",
+                        f"I'll take {_short(day)} at {time}."))
             + (" No need to email me a confirmation." if no_email else ""))
     if fail == "wrong_slot":
         day, time = next(o for o in options if o != (day, time)) if len(options) > 1 else (day, time)
     if fail not in ("skip_confirm", "wrong_slot"):
-        _confirm(ep, f"To confirm: I'll move booking {bid} from {_slot(b['date'], b['time'])} to {_slot(day, time)} at {b['store_name']}. OK?",
-                 f"Just to be sure: reschedule your {_service(b['service'])} ({bid}) to {_slot(day, time)}, same store. Shall I go ahead?")
+        _confirm(ep, f"To confirm: I'll move booking {bid} from {_slot(b['date'], b['time'])} to {_slot(day, time)} "
+                     f"at {b['store_name']}. OK?",
+                 f"Just to be sure: reschedule your {_service(b['service'])} ({bid}) to {_slot(day, time)}, same "
+                 f"store. Shall I go ahead?")
     args = {"booking_id": bid, "date": day, "time": time}
     if no_email:
         args["send_confirmation"] = False
@@ -767,13 +841,14 @@ def _reschedule_booking(ep: _Episode) -> None:
 
 def _cancel_booking(ep: _Episode) -> None:
     rng = ep.rng
-    cands = [(c, ep.db["bookings"][b]) for c in _customers(ep) for b in c["bookings"] if ep.db["bookings"][b]["status"] == "confirmed"]
+    cands = _confirmed_bookings(ep)
     late = [x for x in cands if world.hours_until(x[1]) < 24]
     c, booking = rng.choice(late if late and rng.random() < 0.4 else cands)
     within = world.hours_until(booking) < 24
     fail = _fail(ep, ["skip_confirm"] + (["waive_fee_wrongly"] if within and c["tier"] != "gold" else []))
     bid = booking["booking_id"]
-    b, details = _booking_lookup(ep, c, booking, rng.choice(("Please cancel {what}.", "I won't be able to make {what}, can you cancel it?",
+    b, details = _booking_lookup(ep, c, booking, rng.choice(("Please cancel {what}.",
+                                                             "I won't be able to make {what}, can you cancel it?",
                                                     "hi, I need to cancel {what} on {day}.")), fail)
     when = f"{_service(b['service'])} at {b['store_name']} on {_slot(b['date'], b['time'])}"
     waive = False
@@ -783,14 +858,20 @@ def _cancel_booking(ep: _Episode) -> None:
         gold = details["tier"] == "gold"
         waive = gold or fail == "waive_fee_wrongly"
         if gold:
-            text = (f"Your {when} starts in less than 24 hours, which normally means a {_money(world.LATE_CANCEL_FEE)} late-cancellation fee, but as a gold member you're exempt. Shall I cancel booking {bid} at no charge?",
-                    f"Booking {bid} ({when}) is less than 24 hours away. The usual {_money(world.LATE_CANCEL_FEE)} fee is waived for gold members like you. Do you want me to cancel it?")
+            text = (f"Your {when} starts in less than 24 hours, which normally means a "
+                    f"{_money(world.LATE_CANCEL_FEE)} late-cancellation fee, but as a gold member you're exempt. "
+                    f"Shall I cancel booking {bid} at no charge?",
+                    f"Booking {bid} ({when}) is less than 24 hours away. The usual {_money(world.LATE_CANCEL_FEE)} "
+                    f"fee is waived for gold members like you. Do you want me to cancel it?")
         else:
-            text = (f"Your {when} starts in less than 24 hours, so cancelling now carries a {_money(world.LATE_CANCEL_FEE)} late-cancellation fee. Do you still want me to cancel booking {bid}?",
-                    f"Since booking {bid} ({when}) is within 24 hours, there's a {_money(world.LATE_CANCEL_FEE)} fee to cancel. Would you like to go ahead anyway?")
+            text = (f"Your {when} starts in less than 24 hours, so cancelling now carries a "
+                    f"{_money(world.LATE_CANCEL_FEE)} late-cancellation fee. Do you still want me to cancel booking {bid}?",
+                    f"Since booking {bid} ({when}) is within 24 hours, there's a {_money(world.LATE_CANCEL_FEE)} fee "
+                    f"to cancel. Would you like to go ahead anyway?")
     else:
         text = (f"I found your {when}. It's more than 24 hours away, so cancelling is free. Shall I cancel booking {bid}?",
-                f"Booking {bid} is your {when}. You can cancel it free of charge since it's over 24 hours out. Do you want me to go ahead?")
+                f"Booking {bid} is your {when}. You can cancel it free of charge since it's over 24 hours out. Do you "
+                f"want me to go ahead?")
     if fail != "skip_confirm":
         _confirm(ep, *text)
     args: dict[str, Any] = {"booking_id": bid}
@@ -798,8 +879,10 @@ def _cancel_booking(ep: _Episode) -> None:
         args["waive_fee"] = True
     res = ep.call("cancel_booking", args)
     fee = res["fee_charged"]
-    ep.say(f"Booking {bid} is cancelled." + (f" A {_money(fee)} late-cancellation fee was charged." if fee else " No fee was charged."),
-           f"Your {_service(b['service'])} on {_short(b['date'])} has been cancelled" + (f", with a {_money(fee)} fee." if fee else " at no cost."))
+    ep.say(f"Booking {bid} is cancelled." + (f" A {_money(fee)} late-cancellation fee was "
+                                             f"charged." if fee else " No fee was charged."),
+           f"Your {_service(b['service'])} on {_short(b['date'])} has been "
+           f"cancelled" + (f", with a {_money(fee)} fee." if fee else " at no cost."))
     _goodbye(ep)
 
 
@@ -817,9 +900,13 @@ def _cancel_shipped_denied(ep: _Episode) -> None:
     else:
         _authenticate(ep, c, mode, email)
     o = _get_order(ep, oid, bare)
-    ep.say(f"Order {oid} already shipped on {_day(o['shipped'])} (tracking {o['tracking_number']}), so it can no longer be cancelled. Once it's delivered, you can return the items within 30 days for a refund.",
-           f"Unfortunately order {oid} has already shipped ({_short(o['shipped'])}, tracking number {o['tracking_number']}) and shipped orders can't be cancelled. After it arrives you'll have 30 days to return it for a refund.")
-    ep.user(rng.choice(("Ah, OK. I'll return it when it arrives then.", "Fine, I'll send it back once it's here.", "Got it, thanks for checking.")))
+    ep.say(f"Order {oid} already shipped on {_day(o['shipped'])} (tracking {o['tracking_number']}), so it can no "
+           f"longer be cancelled. Once it's delivered, you can return the items within 30 days for a refund.",
+           f"Unfortunately order {oid} has already shipped ({_short(o['shipped'])}, tracking number "
+           f"{o['tracking_number']}) and shipped orders can't be cancelled. After it arrives you'll have 30 days to "
+           f"return it for a refund.")
+    ep.user(rng.choice(("Ah, OK. I'll return it when it arrives then.", "Fine, I'll send it back once it's here.",
+                        "Got it, thanks for checking.")))
     ep.say("Sounds good. When it arrives, just contact us and we'll set up the return. Anything else I can help with?",
            "Great. Reach out once it's delivered and we'll take care of the return. Is there anything else?")
     _goodbye(ep, p=0.6)
@@ -828,7 +915,7 @@ def _cancel_shipped_denied(ep: _Episode) -> None:
 def _return_expired_transfer(ep: _Episode) -> None:
     rng = ep.rng
     cands = [(c, o) for c in _customers(ep) for o in _orders_of(ep, c)
-             if o["status"] == "delivered" and world.days_since_delivery(o) > 30 and any(not i["returned"] for i in o["items"])]
+             if _returnable(o) and world.days_since_delivery(o) > world.RETURN_WINDOW_DAYS]
     c, order = rng.choice(cands)
     items = [rng.choice([i for i in order["items"] if not i["returned"]])]
     fail = _fail(ep, ["expired_return"])
@@ -838,28 +925,34 @@ def _return_expired_transfer(ep: _Episode) -> None:
         _goodbye(ep)
         return
     days = world.days_since_delivery(o)
-    ep.say(f"Order {o['order_id']} was delivered on {_day(o['delivered'])}, {days} days ago. Our return window is 30 days from delivery, so I'm not able to process a return for the {items[0]['name']}.",
-           f"I'm sorry, the {items[0]['name']} (order {o['order_id']}) was delivered {days} days ago, on {_short(o['delivered'])}, which is past our 30-day return window. I can't set up a return for it.")
+    ep.say(f"Order {o['order_id']} was delivered on {_day(o['delivered'])}, {days} days ago. Our return window is 30 "
+           f"days from delivery, so I'm not able to process a return for the {items[0]['name']}.",
+           f"I'm sorry, the {items[0]['name']} (order {o['order_id']}) was delivered {days} days ago, on "
+           f"{_short(o['delivered'])}, which is past our 30-day return window. I can't set up a return for it.")
     ep.user(rng.choice(("That's not acceptable. I want to talk to a manager.", "Can I speak to a real person about this?",
                         "Seriously? Please transfer me to someone who can help.")))
-    summaries = (f"Customer wants to return the {items[0]['name']} from order {o['order_id']}, delivered {days} days ago (outside the 30-day window), and asked for a human agent.",
-                 f"Return request for order {o['order_id']} ({items[0]['name']}) is past the 30-day window ({days} days); customer requests a person.")
-    pick = rng.randrange(2)
-    ep.call("transfer_to_human", {"summary": summaries[pick]}, synonyms=(("transfer_to_human", {"summary": summaries[1 - pick]}),))
-    ep.say("I've transferred you to a human agent, who will be with you shortly.", "You're being transferred to one of my human colleagues now; they'll pick up from here.")
+    summaries = (f"Customer wants to return the {items[0]['name']} from order {o['order_id']}, delivered {days} days "
+                 f"ago (outside the 30-day window), and asked for a human agent.",
+                 f"Return request for order {o['order_id']} ({items[0]['name']}) is past the 30-day window ({days} "
+                 f"days); customer requests a person.")
+    _transfer(ep, summaries)
+    ep.say("I've transferred you to a human agent, who will be with you shortly.",
+           "You're being transferred to one of my human colleagues now; they'll pick up from here.")
 
 
 def _price_match_transfer(ep: _Episode) -> None:
     rng = ep.rng
     cands = [(c, o, i) for c in _customers(ep) for o in _orders_of(ep, c)
-             if o["status"] == "delivered" and world.days_since_delivery(o) <= 30 for i in o["items"] if not i["returned"] and i["unit_price"] >= 20]
+             if _returnable(o) and world.days_since_delivery(o) <= world.RETURN_WINDOW_DAYS
+             for i in o["items"] if not i["returned"] and i["unit_price"] >= 20]
     c, order, item = rng.choice(cands)
     oid = order["order_id"]
     fail = _fail(ep, ["goodwill_refund"])
     lower = int(item["unit_price"] * rng.choice((0.7, 0.75, 0.8, 0.85))) - 0.01
     ref, bare = _order_ref(ep, oid)
     ident, mode, email = _opening_identity(ep, c)
-    ep.user(rng.choice((f"I just saw the {item['name']} from {ref} for {_money(lower)} at another store. Can you refund me the difference?",
+    ep.user(rng.choice((f"I just saw the {item['name']} from {ref} for {_money(lower)} at another store. Can you "
+                        f"refund me the difference?",
                         f"Hi, do you price match? The {item['name']} I got in {ref} is {_money(lower)} elsewhere.")) + ident)
     _authenticate(ep, c, mode, email)
     o = _get_order(ep, oid, bare)
@@ -869,17 +962,23 @@ def _price_match_transfer(ep: _Episode) -> None:
         _confirm(ep, f"I can refund the {_money(diff)} difference on the {item['name']} to {pm}. Shall I go ahead?",
                  f"I'll refund {_money(diff)} (the price difference) to {pm}. OK?")
         res = ep.call("issue_refund", {"order_id": oid, "amount": diff, "reason": "damaged_item", "item_id": item["item_id"]})
-        ep.say(f"Done, {_money(res['refund']['amount'])} has been refunded to {pm}.", f"I've refunded {_money(res['refund']['amount'])} to {pm}.")
+        ep.say(f"Done, {_money(res['refund']['amount'])} has been refunded to {pm}.",
+               f"I've refunded {_money(res['refund']['amount'])} to {pm}.")
         _goodbye(ep)
         return
-    ep.say(f"You paid {_money(item['unit_price'])} for the {item['name']} in order {oid}. I'm not able to make price adjustments myself; those are handled by our customer care team. Would you like me to transfer you to a human agent?",
-           f"I see the {item['name']} at {_money(item['unit_price'])} on order {oid}. Price matching is outside what I can do, but a human colleague can review it. Shall I transfer you?")
+    ep.say(f"You paid {_money(item['unit_price'])} for the {item['name']} in order {oid}. I'm not able to make price "
+           f"adjustments myself; those are handled by our customer care team. Would you like me to transfer you to a "
+           f"human agent?",
+           f"I see the {item['name']} at {_money(item['unit_price'])} on order {oid}. Price matching is outside what "
+           f"I can do, but a human colleague can review it. Shall I transfer you?")
     ep.user(rng.choice(("Yes, please transfer me.", "Yes please.", "Sure, do that.")))
-    summaries = (f"Customer requests a price match on the {item['name']} (order {oid}, paid {_money(item['unit_price'])}, seen for {_money(lower)} elsewhere).",
-                 f"Price-match request: {item['name']} from order {oid} bought at {_money(item['unit_price'])}, competitor price {_money(lower)}.")
-    pick = rng.randrange(2)
-    ep.call("transfer_to_human", {"summary": summaries[pick]}, synonyms=(("transfer_to_human", {"summary": summaries[1 - pick]}),))
-    ep.say("I've passed your request to a human agent; they'll be with you shortly.", "Transfer done: a member of our customer care team will take it from here.")
+    summaries = (f"Customer requests a price match on the {item['name']} (order {oid}, paid "
+                 f"{_money(item['unit_price'])}, seen for {_money(lower)} elsewhere).",
+                 f"Price-match request: {item['name']} from order {oid} bought at {_money(item['unit_price'])}, "
+                 f"competitor price {_money(lower)}.")
+    _transfer(ep, summaries)
+    ep.say("I've passed your request to a human agent; they'll be with you shortly.",
+           "Transfer done: a member of our customer care team will take it from here.")
 
 
 def _auth_failed_transfer(ep: _Episode) -> None:
@@ -891,7 +990,8 @@ def _auth_failed_transfer(ep: _Episode) -> None:
             break
     zip_code = world._address(rng)["zip"]
     email = f"{world._ascii(first)}{rng.randint(100, 999)}@{rng.choice(world.EMAIL_DOMAINS)}"
-    ep.user(rng.choice(("Hi, I want to check on my order.", "I need help with a booking I made.", "Hello, I'd like to return something.")))
+    ep.user(rng.choice(("Hi, I want to check on my order.", "I need help with a booking I made.",
+                        "Hello, I'd like to return something.")))
     ep.say(*ASK_IDENTITY)
     ep.user(rng.choice((f"It's {email}", f"My email is {email}.")))
     _expect_error(ep.call("find_customer_by_email", {"email": email}, alts=False))
@@ -900,11 +1000,12 @@ def _auth_failed_transfer(ep: _Episode) -> None:
     ep.user(rng.choice((f"{first} {last}, {zip_code}.", f"I'm {first} {last}, ZIP {zip_code}.")))
     _expect_error(ep.call("find_customer_by_name_zip", {"first_name": first, "last_name": last, "zip": zip_code}))
     summaries = (f"Could not authenticate the customer ({first} {last}, {email}, ZIP {zip_code}) after two attempts.",
-                 f"Authentication failed twice for {first} {last} (email {email}, ZIP {zip_code}); needs manual verification.")
-    pick = rng.randrange(2)
-    ep.call("transfer_to_human", {"summary": summaries[pick]}, synonyms=(("transfer_to_human", {"summary": summaries[1 - pick]}),))
+                 f"Authentication failed twice for {first} {last} (email {email}, ZIP {zip_code}); needs manual "
+                 f"verification.")
+    _transfer(ep, summaries)
     ep.say("I wasn't able to verify your account, so I've transferred you to a human agent who can help further.",
-           "Since I couldn't find your account after two tries, I've handed you over to a human colleague; they'll be with you shortly.")
+           "Since I couldn't find your account after two tries, I've handed you over to a human colleague; they'll be "
+           "with you shortly.")
 
 
 FAMILIES: tuple[tuple[str, float, Callable[[_Episode], None]], ...] = (

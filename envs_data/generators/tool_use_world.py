@@ -109,7 +109,8 @@ EMAIL_DOMAINS = ("example.com", "mail.example.org", "inbox.example.net")
 
 def _address(rng: random.Random) -> dict[str, str]:
     city, state, prefix = rng.choice(CITIES)
-    line2 = rng.choice(["", "", "", f"Apt {rng.randint(1, 40)}", f"Unit {rng.randint(100, 999)}", f"Suite {rng.randint(2, 30)}"])
+    line2 = rng.choice(["", "", "", f"Apt {rng.randint(1, 40)}", f"Unit {rng.randint(100, 999)}",
+                        f"Suite {rng.randint(2, 30)}"])
     return {
         "line1": f"{rng.randint(10, 9899)} {rng.choice(STREETS)}",
         "line2": line2,
@@ -155,7 +156,8 @@ def build_world(seed: int = 0, n_customers: int = 80) -> dict[str, Any]:
                 used_names.add((first, last))
                 break
         style = rng.randrange(3)
-        local = [f"{_ascii(first)}.{_ascii(last)}", f"{_ascii(first)[0]}{_ascii(last)}", f"{_ascii(first)}_{_ascii(last)}"][style]
+        a, b = _ascii(first), _ascii(last)
+        local = [f"{a}.{b}", f"{a[0]}{b}", f"{a}_{b}"][style]
         email = f"{local}{rng.randint(1, 99)}@{rng.choice(EMAIL_DOMAINS)}"
         home = _address(rng)
         methods = [{"id": f"card_{rng.randint(1000000, 9999999)}", "type": "credit_card",
@@ -240,8 +242,9 @@ def _order(rng: random.Random, oid: str, cid: str, status: str, today: date, hom
         order["delivered"] = _iso(min(delivered, today))
         if len(items) > 1 and rng.random() < 0.12:
             items[-1]["returned"] = True
-            order["refunds"].append({"refund_id": f"RF-{oid[3:]}-1", "amount": _money(items[-1]["unit_price"] * items[-1]["qty"]),
-                                     "reason": "return", "method": "original_payment"})
+            amount = _money(items[-1]["unit_price"] * items[-1]["qty"])
+            order["refunds"].append({"refund_id": f"RF-{oid[3:]}-1", "amount": amount, "reason": "return",
+                                     "method": "original_payment"})
     if status == "cancelled":
         order["refunds"].append({"refund_id": f"RF-{oid[3:]}-1", "amount": order["total"], "reason": "cancellation",
                                  "method": "original_payment"})
@@ -256,7 +259,9 @@ def _booking(rng: random.Random, bid: str, cid: str, today: date, taken: set[tup
     while True:
         if status == "confirmed":
             if rng.random() < 0.18:  # within the next 24 hours
-                day, time = rng.choice([(today, t) for t in SLOTS if t > "10:00"] + [(today + timedelta(days=1), t) for t in SLOTS if t < "10:00"])
+                tomorrow = today + timedelta(days=1)
+                soon = [(today, t) for t in SLOTS if t > "10:00"] + [(tomorrow, t) for t in SLOTS if t < "10:00"]
+                day, time = rng.choice(soon)
             else:
                 day, time = today + timedelta(days=rng.randint(2, 20)), rng.choice(SLOTS)
         else:
@@ -301,7 +306,8 @@ def slot_is_free(db: dict[str, Any], store_id: str, day: str, time: str, ignore:
     if int(digest[:8], 16) % 100 >= 55:
         return False
     for b in db["bookings"].values():
-        if b["booking_id"] != ignore and b["status"] == "confirmed" and b["store_id"] == store_id and b["date"] == day and b["time"] == time:
+        same_slot = (b["store_id"], b["date"], b["time"]) == (store_id, day, time)
+        if same_slot and b["status"] == "confirmed" and b["booking_id"] != ignore:
             return False
     return True
 
@@ -323,6 +329,18 @@ def refunded_total(order: dict[str, Any]) -> float:
 _ORDER_ID = {"type": "string", "description": "Order id, e.g. 'CL-482913'."}
 _BOOKING_ID = {"type": "string", "description": "Booking id, e.g. 'BK-20417'."}
 _CUSTOMER_ID = {"type": "string", "description": "Customer id, e.g. 'CUS-31842'."}
+_ADDRESS = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["line1", "city", "state", "zip"],
+    "properties": {
+        "line1": {"type": "string"},
+        "line2": {"type": "string", "default": ""},
+        "city": {"type": "string"},
+        "state": {"type": "string", "pattern": "^[A-Z]{2}$", "description": "Two-letter state code."},
+        "zip": {"type": "string", "pattern": "^[0-9]{5}$"},
+    },
+}
 
 
 def _spec(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -331,18 +349,24 @@ def _spec(name: str, description: str, properties: dict[str, Any], required: lis
 
 
 TOOL_SPECS: tuple[dict[str, Any], ...] = (
-    _spec("find_customer_by_email", "Authenticate a customer by the email on their account (case-insensitive). Returns the customer id and name.",
+    _spec("find_customer_by_email",
+          "Authenticate a customer by the email on their account (case-insensitive). Returns the customer id and name.",
           {"email": {"type": "string", "description": "The customer's email address."}}, ["email"]),
-    _spec("find_customer_by_name_zip", "Authenticate a customer by full name and the ZIP code of their home address. Returns the customer id and name.",
+    _spec("find_customer_by_name_zip",
+          "Authenticate a customer by full name and the ZIP code of their home address. Returns the customer id and name.",
           {"first_name": {"type": "string"}, "last_name": {"type": "string"},
            "zip": {"type": "string", "pattern": "^[0-9]{5}$", "description": "5-digit ZIP code."}},
           ["first_name", "last_name", "zip"]),
-    _spec("get_customer_details", "Profile of a customer: contact details, address, loyalty tier, store credit, payment methods, order ids and booking ids.",
+    _spec("get_customer_details",
+          "Profile of a customer: contact details, address, loyalty tier, store credit, payment methods, order ids and "
+          "booking ids.",
           {"customer_id": _CUSTOMER_ID}, ["customer_id"]),
     _spec("list_orders", "Summaries of a customer's orders, newest first.",
           {"customer_id": _CUSTOMER_ID,
-           "status": {"type": "string", "enum": ["any", *ORDER_STATUSES], "default": "any", "description": "Only orders with this status."},
-           "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 10, "description": "At most this many orders."}},
+           "status": {"type": "string", "enum": ["any", *ORDER_STATUSES], "default": "any",
+                      "description": "Only orders with this status."},
+           "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 10,
+                     "description": "At most this many orders."}},
           ["customer_id"]),
     _spec("get_order", "Full details of one order: status, dates, items, totals, shipping address, payment method, refunds.",
           {"order_id": _ORDER_ID,
@@ -352,13 +376,13 @@ TOOL_SPECS: tuple[dict[str, Any], ...] = (
           {"order_id": _ORDER_ID, "reason": {"type": "string", "enum": list(CANCEL_REASONS)}}, ["order_id", "reason"]),
     _spec("update_order_address", "Change the shipping address of a pending or processing order.",
           {"order_id": _ORDER_ID,
-           "address": {"type": "object", "additionalProperties": False, "required": ["line1", "city", "state", "zip"], "properties": {
-               "line1": {"type": "string"}, "line2": {"type": "string", "default": ""}, "city": {"type": "string"},
-               "state": {"type": "string", "pattern": "^[A-Z]{2}$"}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}},
+           "address": _ADDRESS},
           ["order_id", "address"]),
-    _spec("return_items", "Return delivered items of an order; refunds their price to the original payment method or as store credit.",
+    _spec("return_items",
+          "Return delivered items of an order; refunds their price to the original payment method or as store credit.",
           {"order_id": _ORDER_ID,
-           "item_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True, "description": "Ids of the item lines to return."},
+           "item_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "uniqueItems": True,
+                        "description": "Ids of the item lines to return."},
            "refund_method": {"type": "string", "enum": ["original_payment", "store_credit"], "default": "original_payment"}},
           ["order_id", "item_ids"]),
     _spec("issue_refund", "Refund part of a delivered order without a return (late delivery or a damaged item).",
@@ -380,9 +404,11 @@ TOOL_SPECS: tuple[dict[str, Any], ...] = (
            "time": {"type": "string", "enum": list(SLOTS)},
            "send_confirmation": {"type": "boolean", "default": True, "description": "Email the customer a confirmation."}},
           ["booking_id", "date", "time"]),
-    _spec("cancel_booking", "Cancel a confirmed booking. A late-cancellation fee applies within 24 hours of the start unless waived.",
+    _spec("cancel_booking",
+          "Cancel a confirmed booking. A late-cancellation fee applies within 24 hours of the start unless waived.",
           {"booking_id": _BOOKING_ID,
-           "waive_fee": {"type": "boolean", "default": False, "description": "Waive the late-cancellation fee (gold tier only)."}},
+           "waive_fee": {"type": "boolean", "default": False,
+                         "description": "Waive the late-cancellation fee (gold tier only)."}},
           ["booking_id"]),
     _spec("transfer_to_human", "Hand the conversation over to a human agent.",
           {"summary": {"type": "string", "description": "One-sentence summary of the customer's issue."},
@@ -551,7 +577,8 @@ def check_availability(db: dict[str, Any], store_id: str, service: str, start_da
     return {"store_id": store_id, "service": service, "slots": slots}
 
 
-def reschedule_booking(db: dict[str, Any], booking_id: str, date: str, time: str, send_confirmation: bool) -> Any:  # noqa: A002
+def reschedule_booking(db: dict[str, Any], booking_id: str, date: str, time: str,  # noqa: A002 - schema names
+                       send_confirmation: bool) -> Any:
     b = _booking_of(db, booking_id)
     if b["status"] != "confirmed":
         raise ToolError(f"booking {booking_id} is {b['status']} and cannot be rescheduled")

@@ -21,14 +21,15 @@ def list_command() -> None:
     table = Table(title="domains")
     for col in ("domain", "env id", "default verifier", "train/test trajectories"):
         table.add_column(col, no_wrap=True)
-    table.add_column("description")
     for d in all_domains():
         spec = d.verifier_spec()
         name = spec if isinstance(spec, str) else spec.get("name", "?")
         splits = manifest.get(d.name, {}).get("splits", {})
         counts = "/".join(str(splits.get(s, {}).get("trajectories", "-")) for s in ("train", "test")) if splits else "-"
-        table.add_row(d.name, d.env_id, name, counts, d.description)
+        table.add_row(d.name, d.env_id, name, counts)
     console.print(table)
+    for d in all_domains():
+        console.print(f"  [bold]{d.name}[/]: {d.description}", highlight=False)
     vt = Table(title="verifiers")
     vt.add_column("name")
     vt.add_column("what it checks")

@@ -71,6 +71,7 @@ tar -xf - -C / || { echo "pivot-sandbox: cannot unpack the work directory (large
 read -r N < "$P/in/nonce" && : > "$P/in/nonce" || exit 92
 umask 022
 cd "$1" || exit 93
+command -v "$2" >/dev/null || { echo "pivot-sandbox: the shell '$2' is not installed in the sandbox" >&2; exit 95; }
 printf '%s:start\n' "$N" >&2
 "$2" "$P/in/cmd" </dev/null
 rc=$?
@@ -100,7 +101,8 @@ class SandboxLimits:
         max_processes: processes/threads the sandbox user may have at once (RLIMIT_NPROC; docker: pids_limit).
         max_file_size_mb: largest file a process may write (RLIMIT_FSIZE); writing past it kills with SIGXFSZ.
         max_output_bytes: stdout and stderr are each read up to this many bytes; more kills the run.
-        max_disk_mb: size of the work-directory tmpfs (and of ``/tmp``): the most the command can store.
+        max_disk_mb: size of the work-directory tmpfs (and of ``/tmp`` and ``/dev/shm``, each): the
+            most the command can store.
         max_open_files: open file descriptors per process (RLIMIT_NOFILE).
     """
 
@@ -170,6 +172,13 @@ def check_workdir(workdir: str) -> str:
     return norm
 
 
+def check_shell(shell: str) -> str:
+    """Validate the program that runs commands: a bare name or an absolute path, no spaces."""
+    if not isinstance(shell, str) or not shell or any(c.isspace() for c in shell) or "\0" in shell:
+        raise ValueError(f"shell must be a program name or absolute path such as 'bash', got {shell!r}")
+    return shell
+
+
 def file_entry(data: bytes, mode: int = 0o644, keep: bool = False) -> FileEntry:
     """A ``file`` entry for ``data``."""
     return FileEntry("file", mode & 0o7777, len(data), hashlib.sha256(data).hexdigest(), data=data if keep else None)
@@ -199,8 +208,13 @@ class Seed:
         for rel, text in files.items():
             parts = safe_relative(rel).parts
             for i in range(1, len(parts)):
-                state.setdefault("/".join(parts[:i]), FileEntry("dir", 0o755))
-            state["/".join(parts)] = file_entry(text.encode("utf-8"), keep=True)
+                parent = "/".join(parts[:i])
+                if state.setdefault(parent, FileEntry("dir", 0o755)).kind != "dir":
+                    raise ValueError(f"fixture file {rel!r} lies under {parent!r}, which is itself a file")
+            path = "/".join(parts)
+            if path in state:
+                raise ValueError(f"fixture file {rel!r} is given twice or is also a directory of another file")
+            state[path] = file_entry(text.encode("utf-8"), keep=True)
         return cls(workdir, state)
 
     def state(self) -> State:
@@ -272,8 +286,7 @@ class SandboxRequest:
     start_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        if not self.shell or any(c.isspace() for c in self.shell) or "\0" in self.shell:
-            raise ValueError(f"shell must be a program name or absolute path, got {self.shell!r}")
+        check_shell(self.shell)
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s!r}")
 

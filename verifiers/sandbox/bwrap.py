@@ -8,10 +8,14 @@ Isolation of one run:
   user namespace in which the command is uid/gid 65534 without capabilities;
   ``--disable-userns`` forbids nesting, and ``no_new_privs`` makes setuid bits inert;
 * file system: ``/usr`` (and the ``/bin``, ``/lib*`` links) and a few ``/etc``
-  files bound read-only; fresh size-limited tmpfs at ``/tmp``, at the work
-  directory and at ``/.pivot`` (the wrapper's control files); nothing of the
-  host's home, ``/root``, ``/var``, ``/run`` or the project;
-* ``--die-with-parent`` and ``--new-session``;
+  files bound read-only; the sandbox's root and ``/dev`` read-only; fresh
+  size-limited tmpfs at ``/tmp``, ``/dev/shm``, the work directory and
+  ``/.pivot`` (the wrapper's control files); nothing of the host's home,
+  ``/root``, ``/var``, ``/run`` or the project;
+* ``--die-with-parent`` and ``--new-session`` and ``--as-pid-1`` (the wrapper shell is the pid
+  namespace's init: when it exits the kernel kills and reaps every process
+  left in the namespace before bwrap reports the exit, so no zombie or
+  straggler outlives a run);
 * resource limits set in the child before ``exec`` (RLIMIT_CPU, AS, FSIZE,
   NPROC, NOFILE, CORE=0). Started by root, the child first drops to a
   dedicated unprivileged uid (one per concurrent run of this process) so that
@@ -148,7 +152,7 @@ class BwrapBackend(SandboxBackend):
         workdir = request.seed.workdir
         assert self.bwrap is not None
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-                "--new-session", "--hostname", "sandbox", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+                "--new-session", "--as-pid-1", "--hostname", "sandbox", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                 "--ro-bind", "/usr", "/usr"]
         for path in SYSTEM_DIRS:
             if os.path.islink(path):
@@ -163,6 +167,9 @@ class BwrapBackend(SandboxBackend):
                  "--size", disk, "--tmpfs", "/tmp",
                  "--size", control, "--tmpfs", "/.pivot",
                  "--size", disk, "--tmpfs", workdir,
+                 # bwrap's own root tmpfs and /dev have no size limit: make them read-only
+                 "--remount-ro", "/", "--remount-ro", "/dev",
+                 "--size", disk, "--tmpfs", "/dev/shm",
                  "--chdir", "/", "--clearenv"]
         for key, value in sandbox_env(workdir):
             args += ["--setenv", key, value]
@@ -274,8 +281,9 @@ class BwrapBackend(SandboxBackend):
                 if phase == "command" and collector.ended:
                     phase, deadline = "snapshot", time.monotonic() + request.snapshot_timeout_s
         finally:
+            drained = len(sel.get_map()) == 0
             sel.close()
-            if proc.poll() is None and (result.timed_out or result.error or collector.over or sel.get_map()):
+            if proc.poll() is None and not drained:  # deadline, cap or an exception: stop it now
                 _kill(proc, child_pid if child_pid is not None else _child_pid(info))
             proc.stdout.close()
             proc.stderr.close()
