@@ -238,6 +238,7 @@ def test_tool_errors_are_real():
         world = swe.World(dict(repo.buggy), runner)
         assert world.call("open_file", {"path": "nope.py"}).startswith("Error: File nope.py not found")
         assert world.call("goto", {"line_number": 3}).startswith("Error: No file open")
+        assert world.call("goto", {"line": 3}).startswith("Error: invalid arguments for goto")
         world.call("open_file", {"path": repo.path})
         out = world.call("edit", {"start_line": 1, "end_line": 1, "replacement": "    x = ("})
         assert out.startswith("Error: Your proposed edit has introduced new syntax error(s)")

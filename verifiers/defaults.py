@@ -38,6 +38,12 @@ EXACT_NORMALIZED: dict[str, Any] = {
 """Normalised exact match: tool calls by meaning, strings with whitespace collapsed; text exactly."""
 
 
+TOOL_USE_CASELESS: dict[str, list[str]] = {
+    key: ["strip", "lower"] for key in ("email", "first_name", "last_name", "name")
+}
+"""Arguments the bundled customer-service tools look up case-insensitively (emails, names)."""
+
+
 def _judge_spec(judge: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(judge, dict):
         raise TypeError(f"judge must be a judge verifier config dict, got {type(judge).__name__}")
@@ -61,7 +67,7 @@ def default_verifier_spec(domain: str, *, judge: dict[str, Any] | None = None) -
     recipe. An unknown domain gets ``tool_call``.
     """
     if domain == "tool_use":
-        return {"name": "tool_call", "text_verifier": _text_spec(judge)}
+        return {"name": "tool_call", "argument_normalizers": dict(TOOL_USE_CASELESS), "text_verifier": _text_spec(judge)}
     if domain == "terminal":
         stages: list[dict[str, Any]] = [
             {"role": "gate", "verifier": {"name": "schema"}},

@@ -22,7 +22,6 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Coroutine, Sequence, TypeVar
 
@@ -105,7 +104,7 @@ class JudgeVerifier(Verifier):
             raise ValueError("judge.max_retries and judge.malformed_retries must be >= 0")
         if self.timeout_s <= 0:
             raise ValueError(f"judge.timeout_s must be > 0, got {self.timeout_s}")
-        self._sessions = weakref.WeakKeyDictionary()
+        self._sessions = {}
 
     # -- config and pickling ------------------------------------------------------------------
 
@@ -123,7 +122,7 @@ class JudgeVerifier(Verifier):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._sessions = weakref.WeakKeyDictionary()
+        self._sessions = {}
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -146,9 +145,9 @@ class JudgeVerifier(Verifier):
 
     async def aclose(self) -> None:
         """Close the HTTP client bound to the running event loop, if any."""
-        session = self._sessions.pop(asyncio.get_running_loop(), None)
-        if session is not None:
-            await session.client.close()
+        entry = self._sessions.pop(id(asyncio.get_running_loop()), None)
+        if entry is not None:
+            await entry[1].client.close()
 
     def prompt(self, action: Action | str | Message, pivot: Pivot) -> list[Message]:
         """The chat messages the judge receives for ``action`` at ``pivot``."""
@@ -176,11 +175,15 @@ class JudgeVerifier(Verifier):
         return _Session(client=client, semaphore=asyncio.Semaphore(self.max_concurrency))
 
     def _session(self) -> _Session:
+        """The session of the running loop (made on first use); sessions of closed loops are dropped."""
         loop = asyncio.get_running_loop()
-        session = self._sessions.get(loop)
-        if session is None:
-            session = self._sessions[loop] = self._new_session()
-        return session
+        for key, (other, _) in list(self._sessions.items()):
+            if other.is_closed():
+                del self._sessions[key]
+        entry = self._sessions.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            entry = self._sessions[id(loop)] = (loop, self._new_session())
+        return entry[1]
 
     async def _owned_batch(self, actions: list[Action], pivots: list[Pivot]) -> list[VerifyResult]:
         session = self._new_session()

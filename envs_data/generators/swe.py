@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import inspect
 import json
 import os
 import posixpath
@@ -448,9 +449,14 @@ class World:
             body = f"Error: unknown tool {name!r}"
         else:
             try:
-                body = method(**dict(args))
-            except ToolError as exc:
-                body = f"Error: {exc}"
+                inspect.signature(method).bind(**dict(args))
+            except TypeError as exc:
+                body = f"Error: invalid arguments for {name}: {exc}"
+            else:
+                try:
+                    body = method(**dict(args))
+                except ToolError as exc:
+                    body = f"Error: {exc}"
         return f"{body}\n{self.footer()}"
 
     # -- helpers
@@ -1052,11 +1058,14 @@ class _Plan:
         return n + (self.error != "") + self.rerun + self.cleanup
 
 
-def _plan(rng: random.Random, repo: Repo, fix: tuple[int, int, str], failed: bool) -> _Plan:
+def _plan(
+    rng: random.Random, repo: Repo, fix: tuple[int, int, str], edit: tuple[int, int, str], failed: bool
+) -> _Plan:
+    """Choose the episode's optional steps; ``edit`` is the edit the expert will make (``fix`` or a wrong one)."""
     start = rng.choices(("reproduce", "tests", "direct"), weights=(0.5, 0.2, 0.3))[0]
     locate = rng.choice(("search_dir", "find_file", "search_file"))
     lines = split_lines(repo.buggy[repo.path])
-    total, (s, e, _) = len(lines), fix
+    total, (s, e, _) = len(lines), edit
     if e <= WINDOW:
         nav = "open_at" if locate == "search_file" and rng.random() < 0.5 else "none"
     elif locate == "search_file":
@@ -1067,7 +1076,7 @@ def _plan(rng: random.Random, repo: Repo, fix: tuple[int, int, str], failed: boo
         nav = rng.choice(options)
     error = ""
     if rng.random() < ERROR_RATE:
-        options = ["bad_indent"] if _bad_indent(fix, lines, repo.path) else []
+        options = ["bad_indent"] if not failed and _bad_indent(fix, lines, repo.path) else []
         if locate != "search_file":
             options.append("open_missing")
         error = rng.choice(options) if options else ""
@@ -1111,7 +1120,7 @@ def run_episode(seed: int, index: int, runner: PythonRunner) -> Trajectory:
     issue = issue_text(rng, repo, obs)
     fix = edit_for(repo.buggy[repo.path], repo.fixed[repo.path])
     bad_fix = edit_for(repo.buggy[repo.path], repo.wrong[repo.path])
-    plan = _plan(rng, repo, fix, failed)
+    plan = _plan(rng, repo, fix, bad_fix if failed else fix, failed)
 
     world = World(dict(repo.buggy), runner)
     ep = _Episode(world, f"{seed}/{index}")
@@ -1287,7 +1296,7 @@ def run_episode(seed: int, index: int, runner: PythonRunner) -> Trajectory:
     # 4. the edit
     s, e, replacement = bad_fix if failed else fix
     diagnosis = repo.fill(repo.site.wrong_diagnosis if failed else repo.site.diagnosis)
-    if plan.error == "bad_indent" and not failed:
+    if plan.error == "bad_indent":
         stripped = _bad_indent(fix, module_lines, path)
         assert stripped is not None
         ep.step(

@@ -1094,14 +1094,17 @@ def word_count(rng: random.Random, fail: bool) -> TaskPlan:
                           alternatives=[] if fail else [f"cat {target} | wc -l", f"grep -c '' {target}"]))
         truth = len(essay.split())
         segments = [Segment(user, steps)]
-        word = rng.choice(sorted(set(essay.split())))
+        # a word used twice on one line tells "occurrences" from "lines with the word"
+        twice = sorted({w for line in essay.splitlines() for w in line.split() if line.split().count(w) > 1})
+        word = rng.choice(twice or sorted(set(essay.split())))
         if rng.random() < 0.35:
             segments.append(Segment(
                 rng.choice((f"And how many times does the word '{word}' occur in it?", f"How often is '{word}' used?")),
                 [Step(f"grep -ow {word} {target} | wc -l", label="word", say=say(rng, ACT),
                       alternatives=[f"tr -s ' ' '\\n' < {target} | grep -cx {word}",
                                     f"grep -o '\\b{word}\\b' {target} | wc -l"],
-                      near_misses=[(f"grep -cw {word} {target}", "counts lines containing the word, not occurrences")])]))
+                      near_misses=[(f"grep -cw {word} {target}", "counts lines containing the word, not occurrences")]
+                      if twice and not fail else [])]))
 
         def finish(o: Outcome) -> Finish:
             w, n = first_int(o.outputs["words"]), first_int(o.outputs["lines"])
@@ -1265,9 +1268,7 @@ def grep_todo(rng: random.Random, fail: bool) -> TaskPlan:
             rng.choice(("Please save that list (file:line: text) to todo.txt as well.",
                         "Could you write those TODO lines into todo.txt, with file names and line numbers?")),
             [Step(f"grep {scope} | sort > todo.txt", say=say(rng, ACT),
-                  alternatives=[] if fail else ["grep -nr TODO src | sort > todo.txt", "grep -rn TODO src | sort -o todo.txt"],
-                  near_misses=[] if fail else [("grep -rn TODO src > todo.txt", "same lines, but in grep's directory order")
-                                               ] if False else []),
+                  alternatives=[] if fail else ["grep -nr TODO src | sort > todo.txt", "grep -rn TODO src | sort -o todo.txt"]),
              Step("wc -l < todo.txt", label="saved", say=say(rng, CHECK), alternatives=["cat todo.txt | wc -l"])]))
 
     def finish(o: Outcome) -> Finish:
@@ -1321,7 +1322,7 @@ def sort_dedupe(rng: random.Random, fail: bool) -> TaskPlan:
             part = rng.choice(sorted({i.split("@")[1] for i in items}))
             ask, pattern = f"How many of the unique addresses are at {part}?", f"'@{part}$'"
         else:
-            part = rng.choice(sorted({i.rstrip("0123456789.lan") for i in items}))
+            part = rng.choice(sorted({re.match(r"[a-z]+", i).group() for i in items}))  # type: ignore[union-attr]
             ask, pattern = f"How many of the unique hosts are {part} servers (names starting with {part})?", f"'^{part}'"
         segments.append(Segment(ask, [Step(f"grep -c {pattern} {dst}", label="part", say=say(rng, ACT),
                                            alternatives=[f"grep {pattern} {dst} | wc -l", f"grep -e {pattern} -c {dst}"],
