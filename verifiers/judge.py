@@ -69,7 +69,8 @@ class JudgeVerifier(Verifier):
         backoff_s: wait before the first retry; doubled at each further retry.
         max_concurrency: most requests in flight at once, per event loop (``verify_many`` and
             concurrent ``averify``/``averify_many`` calls share the limit).
-        cache: read and write the on-disk verdict cache.
+        cache: read and write the on-disk verdict cache, keyed by (model, prompt messages); the
+            endpoint is not part of the key, so one model name served at two URLs shares verdicts.
         cache_dir: cache folder; ``None`` means ``$XDG_CACHE_HOME/pivot-envs/judge``
             (``~/.cache/pivot-envs/judge``). Safe to share between processes.
         max_tokens: most tokens the judge may generate.
@@ -96,6 +97,7 @@ class JudgeVerifier(Verifier):
     extra_instructions: str = ""
     malformed_retries: int = 0
     _sessions: Any = field(default=None, init=False, repr=False, compare=False)
+    """Per event loop ``id(loop) -> (loop, _Session)``: not config, never pickled."""
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1:

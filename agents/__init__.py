@@ -1,0 +1,1 @@
+"""Agents: policies that sample actions at pivots (local transformers, OpenAI-compatible servers, baselines)."""
