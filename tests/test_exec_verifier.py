@@ -360,3 +360,33 @@ def test_docker_backend_end_to_end() -> None:
     assert verifier.sandbox().name == backend.name == "docker"
     assert verifier(bash("grep x f | wc -l"), make_pivot("grep -c x f")).passed
     assert "stdout differs" in verifier(bash("grep -c y f"), make_pivot("grep -c x f")).reason
+
+
+# ---------------------------------------------------------------- real episodes
+
+
+def test_agrees_with_the_terminal_generators_checked_commands(bwrap_ok) -> None:
+    """Terminal episodes carry, per turn, other commands the generator ran on a copy of the state
+    (on the host) and classified: ``alternatives`` (same output, exit status and files) and
+    ``near_misses`` (something differs). On the pivots extracted from them, exec must agree."""
+    try:
+        from pivot_envs.envs_data.generators.terminal import generate
+        from pivot_envs.extract import extract_pivots
+    except ImportError as exc:
+        pytest.skip(f"the terminal generator or the extractor is not importable: {exc}")
+    trajectories = generate(4, seed=3)
+    by_id = {t.id: t for t in trajectories}
+    pivots, _ = extract_pivots(trajectories, "terminal")
+    actions, batch, expected = [], [], []
+    for pivot in pivots:
+        near_misses = (by_id[pivot.meta["trajectory_id"]].meta.get("near_misses") or {}).get(str(pivot.meta["turn"]), [])
+        for message, ok in [(m, True) for m in pivot.meta.get("alternatives", [])] + [(n["message"], False) for n in near_misses]:
+            actions.append(parse_action(message))
+            batch.append(pivot)
+            expected.append(ok)
+    assert sum(expected) >= 5 and len(expected) - sum(expected) >= 5, "too few checked commands to compare"
+    verifier = ExecVerifier(backend="bwrap", workers=2)
+    results = verifier.verify_many(actions, batch)
+    wrong = [(verifier.command(a.message), r.reason, r.error) for a, r, ok in zip(actions, results, expected)
+             if r.passed != ok or r.error]
+    assert wrong == []

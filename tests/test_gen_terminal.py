@@ -48,9 +48,14 @@ def run_replayed(fixture: Fixture, command: str) -> tuple[T.CommandRun, T.State]
     with tempfile.TemporaryDirectory() as tmp:
         write_files(fixture, tmp)
         script = f"umask 022\n{{\n{fixture.setup}\n}} >/dev/null 2>&1\n(\n{command}\n)"
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-c", script], cwd=tmp, capture_output=True,
-                              stdin=subprocess.DEVNULL, timeout=60,
-                              env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": tmp})
+        proc = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-c", script],
+            cwd=tmp,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": tmp},
+        )
         run = T.CommandRun(proc.stdout.decode(), proc.stderr.decode(), proc.returncode)
         return run, T.capture(Path(tmp))
 
@@ -160,12 +165,18 @@ def test_replay_reproduces_every_tool_result_and_alternative(trajs: list[Traject
             assert T.tool_content(run) == t.messages[i + 1]["content"], (t.id, i, command_of(m))
             for alt in t.meta.get("alternatives", {}).get(str(i), []):
                 alt_run, alt_after = run_replayed(fixture, command_of(alt))
-                assert (alt_run.stdout, alt_run.stderr, alt_run.code) == (run.stdout, run.stderr, run.code), command_of(alt)
+                assert (alt_run.stdout, alt_run.stderr, alt_run.code) == (run.stdout, run.stderr, run.code), command_of(
+                    alt
+                )
                 assert T.tree_key(alt_after) == T.tree_key(after), command_of(alt)
             for miss in t.meta.get("near_misses", {}).get(str(i), []):
                 miss_run, miss_after = run_replayed(fixture, command_of(miss["message"]))
-                seen = {"stdout": miss_run.stdout != run.stdout, "stderr": miss_run.stderr != run.stderr,
-                        "exit_code": miss_run.code != run.code, "files": T.tree_key(miss_after) != T.tree_key(after)}
+                seen = {
+                    "stdout": miss_run.stdout != run.stdout,
+                    "stderr": miss_run.stderr != run.stderr,
+                    "exit_code": miss_run.code != run.code,
+                    "files": T.tree_key(miss_after) != T.tree_key(after),
+                }
                 assert {k for k, v in seen.items() if v} == set(miss["differs"]), command_of(miss["message"])
 
 
@@ -212,4 +223,8 @@ def test_exec_verifier_agrees_with_the_generator(trajs: list[Trajectory]) -> Non
         for miss in meta.get("near_misses", {}).get(key, []):
             result = verifier(miss["message"], p)
             assert result.error is None, result.error
-            assert result.passed == (set(miss["differs"]) <= {"stderr"}), (tid, command_of(miss["message"]), result.reason)
+            assert result.passed == (set(miss["differs"]) <= {"stderr"}), (
+                tid,
+                command_of(miss["message"]),
+                result.reason,
+            )

@@ -15,10 +15,19 @@ when its effects equal the expert's:
 
 Setup. A fixture's setup runs once, in its own sandbox; the resulting tree,
 its final working directory and exported variables become the seed every run
-starts from (cached per ``fixture.key()``). A setup that ``cd``s or
-``export``s therefore affects the commands, as in a terminal session; files it
-leaves outside the workdir (``/tmp``) do not carry over. A setup's exit status
-is not checked (a replayed episode may contain failing commands).
+starts from (cached per ``fixture.key()``; measured in
+``benchmarks/exec_verifier.py``, this is cheaper than replaying the setup in
+every run). A setup that ``cd``s or ``export``s therefore affects the
+commands, as in a terminal session; what it leaves outside the workdir
+(``/tmp``), shell variables it does not export and background processes it
+starts do not carry over. A setup's exit status is not checked (a replayed
+episode may contain failing commands); its stdout is discarded.
+
+Sandbox. Every command sees a fresh copy of the seed at the workdir (a
+size-limited tmpfs), ``HOME`` = the workdir, ``LC_ALL=C``, ``TZ=UTC``, no
+network, uid 65534, and the host's ``/usr`` read-only (see
+:mod:`~pivot_envs.verifiers.sandbox.bwrap`). Background processes are killed
+when the command's shell exits; files are compared after that.
 
 Caching. The expert's effects are cached per (pivot id, ``fixture.key()``,
 expert command) in a bounded LRU owned by the verifier object; concurrent
@@ -31,8 +40,12 @@ expert action holds no shell command. A candidate that times out, is killed
 for its resource use or breaks its sandbox is an ordinary failure (reward 0,
 the reason says so).
 
->>> v = ExecVerifier(timeout_s=5)                                  # doctest: +SKIP
->>> v.verify(parse_action('```bash\\ngrep x f | wc -l\\n```'), pivot)  # doctest: +SKIP
+Usage::
+
+    verifier = build_verifier({"name": "exec", "timeout_s": 5, "workers": 2})
+    verifier(bash_call("grep x f | wc -l"), pivot)  # pivot's expert ran `grep -c x f`
+    # VerifyResult(reward=1.0, passed=True, reason='same effects as the expert (exit code, stdout, files)')
+    verifier.verify_many(actions, pivot)            # a group: 2 sandboxes at a time
 """
 
 from __future__ import annotations
@@ -58,12 +71,12 @@ from pivot_envs.verifiers.sandbox import (
     SandboxResult,
     SandboxUnavailable,
     Seed,
-    State,
     check_workdir,
     describe_exit,
     get_backend,
 )
-from pivot_envs.verifiers.sandbox.base import SETUP_TRAILER, check_shell
+from pivot_envs.verifiers.sandbox.base import SETUP_PREFIX, check_shell
+from pivot_envs.verifiers.sandbox.docker_backend import DEFAULT_IMAGE
 
 DEFAULT_IGNORE = ["__pycache__", "*.pyc", ".pytest_cache"]
 """Paths that differ between runs for reasons unrelated to the command (bytecode caches)."""
@@ -142,7 +155,7 @@ class ExecVerifier(Verifier):
     compare_files: bool = True
     ignore_paths: list[str] = field(default_factory=lambda: list(DEFAULT_IGNORE))
     workers: int = 1
-    docker_image: str = "python:3.11-slim"
+    docker_image: str = DEFAULT_IMAGE
     shell: str = "bash"
     command_tools: list[str] = field(default_factory=lambda: list(SHELL_TOOLS))
     command_keys: list[str] = field(default_factory=lambda: list(COMMAND_KEYS))
@@ -286,7 +299,7 @@ class ExecVerifier(Verifier):
             raise _Refusal(f"bad fixture: {exc}") from None
         if not fixture.setup.strip():
             return base
-        run = self._run(base, SETUP_TRAILER + fixture.setup, "setup", timeout_s=self.setup_timeout_s,
+        run = self._run(base, SETUP_PREFIX + fixture.setup, "setup", timeout_s=self.setup_timeout_s,
                         keep_contents=True)
         if not run.completed:
             why = run.error or ("timed out after %g s (setup_timeout_s)" % self.setup_timeout_s if run.timed_out

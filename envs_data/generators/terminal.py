@@ -109,7 +109,7 @@ DRIVER_HEAD = (
     "run() {\n"
     "  __dir=$1 __name=$2 __cmd=$3\n"
     "  printf '\\0\\0<%s\\0' \"$__name\"\n"
-    "  ( cd \"$__dir\" && HOME=$PWD && set -- && eval \"$__cmd\" ) 2>stderr </dev/null\n"
+    '  ( cd "$__dir" && HOME=$PWD && set -- && eval "$__cmd" ) 2>stderr </dev/null\n'
     "  printf '\\0\\0>%s %d\\0' \"$__name\" $?\n"
     "}\n"
 )
@@ -259,8 +259,13 @@ class Driver:
         self.root, self.label, self.count = root, label, 0
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC", "HOME": str(root)}
         self.proc = subprocess.Popen(
-            ["bash", "--noprofile", "--norc", "-s"], cwd=root, env=env, start_new_session=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            ["bash", "--noprofile", "--norc", "-s"],
+            cwd=root,
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
         self.deadline = time.monotonic() + EPISODE_TIMEOUT_S
         self.buffer = b""
@@ -280,7 +285,7 @@ class Driver:
         while True:
             m = _RECORD.search(self.buffer)
             if m and m.group(1) == name.encode():
-                self.buffer = self.buffer[m.end():]
+                self.buffer = self.buffer[m.end() :]
                 break
             left = self.deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -321,7 +326,7 @@ def run_steps(
 ) -> tuple[list[StepRun], Snapshot]:
     """Run the fixture's setup, then each step's expert command in order. Every candidate of a
     step runs on a fresh copy of the state before that step (the work folder is restored in
-    place between runs) and is compared with the expert's stdout, exit status and files.
+    place between runs) and is compared with the expert's stdout, stderr, exit status and files.
 
     Returns the runs and a snapshot of the final tree. Raises RuntimeError naming ``label``
     when the setup fails, a command times out, prints a shell-level error (whose text depends
@@ -336,7 +341,9 @@ def run_steps(
         try:
             setup = driver.run("w", fixture.setup)
             if setup.code != 0 or setup.output:
-                raise RuntimeError(f"{label}: setup exited {setup.code} and printed {setup.output!r}; it must be silent")
+                raise RuntimeError(
+                    f"{label}: setup exited {setup.code} and printed {setup.output!r}; it must be silent"
+                )
             runs: list[StepRun] = []
             for expert_cmd, candidates in steps:
                 before = capture(work) if candidates else {}
@@ -352,10 +359,16 @@ def run_steps(
                         restore(work, now, before)
                         run = driver.run("w", cand)
                         now = capture(work)
-                        differs = [what for what, same in (("stdout", run.stdout == expert.stdout),
-                                                           ("stderr", run.stderr == expert.stderr),
-                                                           ("exit_code", run.code == expert.code),
-                                                           ("files", tree_key(now) == after_key)) if not same]
+                        differs = [
+                            what
+                            for what, same in (
+                                ("stdout", run.stdout == expert.stdout),
+                                ("stderr", run.stderr == expert.stderr),
+                                ("exit_code", run.code == expert.code),
+                                ("files", tree_key(now) == after_key),
+                            )
+                            if not same
+                        ]
                         cands.append(CandidateRun(cand, run, differs))
                     restore(work, now, after)
                 runs.append(StepRun(expert, cands))
@@ -387,8 +400,13 @@ def _call(call_id: str, command: str, say: str | None) -> Message:
     return {
         "role": "assistant",
         "content": say,
-        "tool_calls": [{"id": call_id, "type": "function",
-                        "function": {"name": "bash", "arguments": json.dumps({"command": command})}}],
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+            }
+        ],
     }
 
 
@@ -408,14 +426,18 @@ def _checked_candidates(
     misses = []
     for cand, (_, reason) in zip(run.candidates[n_alt:], step.near_misses, strict=True):
         if cand.differs:
-            misses.append({"message": _call(call_id, cand.command, step.say), "reason": reason, "differs": cand.differs})
+            misses.append(
+                {"message": _call(call_id, cand.command, step.say), "reason": reason, "differs": cand.differs}
+            )
         else:
             stats["near_misses_dropped"] += 1
             stats["dropped"].append(f"{where}: near miss `{cand.command}` is equivalent")
     return alts, misses
 
 
-def build_trajectory(plan: TaskPlan, rng: random.Random, ident: str, task: str, stats: dict[str, Any]) -> Trajectory | None:
+def build_trajectory(
+    plan: TaskPlan, rng: random.Random, ident: str, task: str, stats: dict[str, Any]
+) -> Trajectory | None:
     """Run a plan and assemble its trajectory; None when a planned failure turned out to solve the task.
 
     Raises RuntimeError when a command exits with another status than the plan expects or a
@@ -447,7 +469,9 @@ def build_trajectory(plan: TaskPlan, rng: random.Random, ident: str, task: str, 
     if plan.failure is not None and done.solved:
         return None
 
-    messages: list[Message] = [{"role": "system", "content": rng.choice(SYSTEM_PROMPTS).format(workdir=plan.fixture.workdir)}]
+    messages: list[Message] = [
+        {"role": "system", "content": rng.choice(SYSTEM_PROMPTS).format(workdir=plan.fixture.workdir)}
+    ]
     alternatives: dict[str, list[Message]] = {}
     near_misses: dict[str, list[dict[str, Any]]] = {}
     step_runs = iter(zip(flat, runs, strict=True))
@@ -457,7 +481,9 @@ def build_trajectory(plan: TaskPlan, rng: random.Random, ident: str, task: str, 
             call_id = f"call_{rng.getrandbits(48):012x}"
             index = str(len(messages))
             messages.append(_call(call_id, step.command, step.say))
-            messages.append({"role": "tool", "tool_call_id": call_id, "name": "bash", "content": tool_content(run.expert)})
+            messages.append(
+                {"role": "tool", "tool_call_id": call_id, "name": "bash", "content": tool_content(run.expert)}
+            )
             alts, misses = _checked_candidates(step, run, call_id, f"{ident} ({task})", stats)
             if alts:
                 alternatives[index] = alts
@@ -471,8 +497,9 @@ def build_trajectory(plan: TaskPlan, rng: random.Random, ident: str, task: str, 
         meta["alternatives"] = alternatives
     if near_misses:
         meta["near_misses"] = near_misses
-    return Trajectory(messages=messages, tools=[BASH_TOOL], reward=0.0 if plan.failure else 1.0, meta=meta,
-                      fixture=plan.fixture)
+    return Trajectory(
+        messages=messages, tools=[BASH_TOOL], reward=0.0 if plan.failure else 1.0, meta=meta, fixture=plan.fixture
+    )
 
 
 def generate_with_stats(n: int, seed: int = 0) -> tuple[list[Trajectory], dict[str, Any]]:

@@ -30,6 +30,7 @@ import hashlib
 import io
 import posixpath
 import secrets
+import signal
 import tarfile
 import threading
 from dataclasses import dataclass, field
@@ -67,7 +68,10 @@ SANDBOX_ENV: tuple[tuple[str, str], ...] = (
 WRAPPER = r"""
 P=/.pivot
 umask 0
-tar -xf - -C / || { echo "pivot-sandbox: cannot unpack the work directory (larger than max_disk_mb or a file over max_file_size_mb?)" >&2; exit 91; }
+tar -xf - -C / || {
+  echo "pivot-sandbox: cannot unpack the work directory (over max_disk_mb, or a file over max_file_size_mb?)" >&2
+  exit 91
+}
 read -r N < "$P/in/nonce" && : > "$P/in/nonce" || exit 92
 umask 022
 cd "$1" || exit 93
@@ -84,8 +88,9 @@ exec tar -cf - "${P#/}/out" "${1#/}"
 """
 """The POSIX sh script every sandbox runs (``$1`` = workdir, ``$2`` = the command's shell)."""
 
-SETUP_TRAILER = "trap 'pivot_rc=$?; pwd > /.pivot/out/cwd; export -p > /.pivot/out/env; exit $pivot_rc' EXIT\nexec 1>/dev/null\n"
-"""Prefix of a setup script: records the final cwd and exported variables, drops stdout."""
+SETUP_PREFIX = ("trap 'pivot_rc=$?; pwd > /.pivot/out/cwd; export -p > /.pivot/out/env; exit $pivot_rc' EXIT\n"
+                "exec 1>/dev/null\n")
+"""Prefix of a setup script: on exit, records the final cwd and exported variables; drops stdout."""
 
 
 class SandboxUnavailable(RuntimeError):
@@ -510,8 +515,6 @@ def _read(tf: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
 
 def describe_exit(code: int | None) -> str:
     """``exit code 1`` or ``exit code 137 (killed by SIGKILL)`` for shell-style codes."""
-    import signal
-
     if code is None:
         return "no exit code"
     if code > 128:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import secrets
 import selectors
 import shutil
 import signal
@@ -63,9 +64,11 @@ ETC_FILES = ("/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/hosts", "/
 Debian's /usr/bin -> /etc/alternatives links and uid/name lookups. No shadow, no ssl keys, no resolv.conf."""
 
 UID_POOL_BASE = 1_000_000
-"""Root-started runs use uids from ``UID_POOL_BASE + 64 * (pid % 100_000)`` up, one per concurrent run."""
+"""Root-started runs use uids from ``UID_POOL_BASE + UID_POOL_SIZE * k`` up (k random per backend object,
+so two backends, in one process or two, practically never share a uid), one uid per concurrent run."""
 
 UID_POOL_SIZE = 64
+"""Concurrent runs per backend object (more wait for a free uid)."""
 
 
 def find_bwrap() -> str | None:
@@ -107,8 +110,8 @@ class BwrapBackend(SandboxBackend):
 
     Args:
         bwrap: path of the bwrap binary (default: :func:`find_bwrap`).
-        uid_base: first uid of the pool used when started by root
-            (default: derived from the process id so that parallel processes do not share uids).
+        uid_base: first uid of the pool used when started by root (default: a random multiple of
+            ``UID_POOL_SIZE`` above ``UID_POOL_BASE``; these uids own no file on the host).
     """
 
     name = "bwrap"
@@ -117,7 +120,7 @@ class BwrapBackend(SandboxBackend):
         super().__init__()
         self.bwrap = bwrap or find_bwrap()
         self.as_root = os.geteuid() == 0
-        base = uid_base if uid_base is not None else UID_POOL_BASE + UID_POOL_SIZE * (os.getpid() % 100_000)
+        base = uid_base if uid_base is not None else UID_POOL_BASE + UID_POOL_SIZE * secrets.randbelow(1 << 20)
         self._uids = _UidPool(base) if self.as_root else None
 
     def sandbox_uids(self) -> list[int]:
@@ -151,9 +154,9 @@ class BwrapBackend(SandboxBackend):
         limits = request.limits
         workdir = request.seed.workdir
         assert self.bwrap is not None
-        args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-                "--new-session", "--as-pid-1", "--hostname", "sandbox", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-                "--ro-bind", "/usr", "/usr"]
+        args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns",
+                "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", "sandbox",
+                "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--ro-bind", "/usr", "/usr"]
         for path in SYSTEM_DIRS:
             if os.path.islink(path):
                 args += ["--symlink", os.readlink(path), path]
@@ -233,8 +236,6 @@ class BwrapBackend(SandboxBackend):
         finally:
             os.close(info_r)
         collector.finish(result, request.seed.workdir, request.keep_contents)
-        if result.error is None and not collector.started and proc.returncode not in (0, None):
-            result.error = result.error or f"bwrap exited {proc.returncode}"
         result.duration_s = time.monotonic() - t0
         return result
 

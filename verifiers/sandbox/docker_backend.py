@@ -91,7 +91,8 @@ class DockerBackend(SandboxBackend):
         if result.error:
             return result.error
         if not result.completed or result.stdout.strip() != b"ok":
-            return f"a test command did not run as expected (exit {result.exit_code}, {result.killed or result.stderr[:200]!r})"
+            return (f"a test command did not run as expected (exit {result.exit_code}, "
+                    f"{result.killed or result.stderr[:200]!r})")
         return None
 
     def run(self, request: SandboxRequest) -> SandboxResult:
