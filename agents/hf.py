@@ -1,0 +1,298 @@
+"""``hf`` agent: sample actions from a local transformers causal LM (CPU or CUDA).
+
+::
+
+    agent = build_agent("hf:out/tiny-tool_use")                       # a model folder (or hub id)
+    agent = HFAgent(model=policy, tokenizer=tok, temperature=1.0)     # live objects, not copied
+    groups = agent.sample(pivots, n=8, seed=0)
+
+Batching: pivots are taken ``batch_size`` at a time; each batch is ONE
+``generate`` call over the left-padded prompts with ``num_return_sequences=n``
+(``batch_size * n`` rows). ``one_by_one=True`` makes one ``generate`` call per
+sample instead (for benchmarks; also makes sample ``j`` at pivot ``p`` depend
+only on ``(seed, p.id, j)``). In batched mode a batch is seeded from ``seed``
+and the ids of its pivots: the same call gives the same samples, but a pivot's
+samples change when the batch around it changes.
+
+Seeding uses :func:`torch.random.fork_rng`, so sampling never disturbs the
+caller's global torch RNG.
+
+Log-probs (``Completion.logprobs``, one per token of ``Completion.token_ids``, the
+end-of-sequence token included when the model stopped) come from:
+
+* ``logprobs="sampling"`` (default): ``model.compute_transition_scores(...,
+  normalize_logits=True)`` over ``output_scores``, i.e. the log-probs of the
+  sampled tokens under the distribution they were *drawn from* — after
+  temperature and top-p (the tempered, truncated distribution). Memory grows as
+  ``rows x new tokens x vocabulary`` during ``generate``.
+* ``logprobs="forward"``: one forward pass over prompt + completion after
+  generation: ``log_softmax(logits / temperature)`` at the sampled tokens (tempered,
+  top-p NOT applied; equal to "sampling" when ``top_p == 1``). Light on memory.
+* ``logprobs="none"``: not computed (``None``).
+
+With ``temperature == 0`` sampling is greedy: one sequence per prompt, repeated
+``n`` times, with log-probs at temperature 1.
+
+A live model passed in is switched to ``eval()`` for sampling and back to its
+previous mode afterwards; its weights are used as they are (no copy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from pivot_envs.actions import parse_action
+from pivot_envs.agents.base import Agent, Completion
+from pivot_envs.agents.prompting import PromptConfig, encode_prompt
+from pivot_envs.types import Pivot, stable_hash
+
+LOGPROB_MODES = ("sampling", "forward", "none")
+
+
+@dataclass
+class HFSampling:
+    """Sampling settings of the ``hf`` agent.
+
+    Attributes:
+        temperature: softmax temperature; 0 means greedy.
+        top_p: nucleus sampling mass (1.0 = off).
+        max_new_tokens: longest completion in tokens.
+        batch_size: prompts per ``generate`` call (each expands to ``n`` rows).
+        one_by_one: one ``generate`` call per sample instead of per batch (for comparisons).
+        logprobs: ``"sampling"``, ``"forward"`` or ``"none"`` (see the module docstring).
+        max_prompt_tokens: keep the last this-many prompt tokens; ``None``: the model's
+            ``max_position_embeddings - max_new_tokens``.
+        tools: where tool specs go in the prompt (:class:`~pivot_envs.agents.prompting.PromptConfig`).
+        seed: the seed used when :meth:`HFAgent.sample` gets ``seed=None``.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    batch_size: int = 8
+    one_by_one: bool = False
+    logprobs: str = "sampling"
+    max_prompt_tokens: int | None = None
+    tools: str = "auto"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1 or self.batch_size < 1:
+            raise ValueError("max_new_tokens and batch_size must be >= 1")
+        if self.logprobs not in LOGPROB_MODES:
+            raise ValueError(f"logprobs must be one of {LOGPROB_MODES}, got {self.logprobs!r}")
+
+
+class HFAgent(Agent):
+    """Sample from a transformers causal LM.
+
+    Args:
+        model: a model folder or hub id (loaded with ``AutoModelForCausalLM``), or a loaded model.
+        tokenizer: the tokenizer (required with a loaded model; default: loaded from ``model``).
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; a loaded
+            model stays where it is.
+        dtype: torch dtype name for loading (``"bfloat16"``...); ``None``: ``float32`` on CPU,
+            the checkpoint's dtype on CUDA.
+        num_threads: torch CPU threads while sampling (``None``: unchanged).
+        **sampling: fields of :class:`HFSampling`.
+    """
+
+    kind = "hf"
+
+    def __init__(
+        self,
+        model: str | Path | Any,
+        tokenizer: Any = None,
+        *,
+        device: str = "auto",
+        dtype: str | None = None,
+        num_threads: int | None = None,
+        **sampling: Any,
+    ):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.settings = HFSampling(**sampling)
+        self.num_threads = num_threads
+        self._dtype = dtype
+        if isinstance(model, (str, Path)):
+            self.model_path: str | None = str(model)
+            if device == "auto":
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            if dtype is not None:
+                torch_dtype = getattr(torch, dtype)
+            else:
+                torch_dtype = torch.float32 if device == "cpu" else "auto"
+            try:
+                self.model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype).to(device)
+                self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(self.model_path)
+            except OSError as exc:
+                raise OSError(f"hf agent: cannot load a causal LM from {self.model_path!r}: {exc}") from exc
+            self.model.eval()
+        else:
+            if tokenizer is None:
+                raise ValueError("hf agent: pass tokenizer= together with a loaded model")
+            self.model_path = getattr(getattr(model, "config", None), "_name_or_path", None) or getattr(model, "name_or_path", None)
+            self.model, self.tokenizer = model, tokenizer
+        self.device = next(self.model.parameters()).device
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        max_prompt = self.settings.max_prompt_tokens
+        if max_prompt is None and limit:
+            max_prompt = max(1, int(limit) - self.settings.max_new_tokens)
+        self.prompt_config = PromptConfig(tools=self.settings.tools, max_prompt_tokens=max_prompt)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+
+    # --- the Agent API -------------------------------------------------------------------------
+    def sample(self, pivots: Sequence[Pivot], n: int, *, seed: int | None = None) -> list[list[Completion]]:
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n (samples per pivot) must be an integer >= 1, got {n!r}")
+        seed = self.settings.seed if seed is None else int(seed)
+        prompts = [encode_prompt(self.tokenizer, p, self.prompt_config) for p in pivots]
+        out: list[list[Completion]] = []
+        with self._sampling_mode():
+            if self.settings.one_by_one:
+                for p, ids in zip(pivots, prompts):
+                    out.append([self._generate([ids], 1, _seed("hf-one", seed, p.id, j))[0][0] for j in range(n)])
+            else:
+                size = self.settings.batch_size
+                for start in range(0, len(prompts), size):
+                    batch_ids = [p.id for p in pivots[start : start + size]]
+                    out.extend(self._generate(prompts[start : start + size], n, _seed("hf-batch", seed, batch_ids)))
+        return out
+
+    def config(self) -> dict[str, Any]:
+        """A dict that rebuilds this agent from its model folder (a live model is referred to by its path)."""
+        if self.model_path is None:
+            raise ValueError("hf agent built from a live model without a name_or_path cannot be rebuilt from a config")
+        out: dict[str, Any] = {"kind": self.kind, "model": self.model_path, **asdict(self.settings)}
+        if self._dtype is not None:
+            out["dtype"] = self._dtype
+        if self.num_threads is not None:
+            out["num_threads"] = self.num_threads
+        return out
+
+    def close(self) -> None:
+        self.model = None  # type: ignore[assignment]
+
+    # --- internals -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _sampling_mode(self) -> Iterator[None]:
+        import torch
+
+        was_training = self.model.training
+        previous_threads = torch.get_num_threads()
+        if self.num_threads:
+            torch.set_num_threads(self.num_threads)
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            if was_training:
+                self.model.train()
+            torch.set_num_threads(previous_threads)
+
+    def _generate(self, prompts: list[list[int]], n: int, seed: int) -> list[list[Completion]]:
+        """One ``generate`` call: ``len(prompts) * n`` rows; returns ``n`` completions per prompt."""
+        import torch
+
+        s = self.settings
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        greedy = s.temperature == 0
+        rows = 1 if greedy else n
+        kwargs: dict[str, Any] = dict(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=s.max_new_tokens,
+            num_return_sequences=rows,
+            pad_token_id=self.pad_id,
+            eos_token_id=self.eos_ids,
+            return_dict_in_generate=True,
+            output_scores=s.logprobs == "sampling",
+        )
+        if greedy:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=0)
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            out = self.model.generate(**kwargs)
+        new = out.sequences[:, width:]
+        lengths = [_completion_length(row, self.eos_ids, self.pad_id) for row in new.tolist()]
+        logprobs = self._logprobs(out, new, ids.repeat_interleave(rows, 0), mask.repeat_interleave(rows, 0), lengths)
+        groups: list[list[Completion]] = []
+        for i in range(len(prompts)):
+            group = []
+            for j in range(rows):
+                r = i * rows + j
+                tokens = new[r, : lengths[r]].tolist()
+                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                group.append(Completion(text=text, action=parse_action(text), token_ids=tokens,
+                                        logprobs=None if logprobs is None else logprobs[r]))
+            groups.append(group if not greedy else [_copy(group[0]) for _ in range(n)])
+        return groups
+
+    def _logprobs(self, out: Any, new: Any, prompt_ids: Any, prompt_mask: Any, lengths: list[int]) -> list[list[float]] | None:
+        import torch
+
+        s = self.settings
+        if s.logprobs == "none":
+            return None
+        if s.logprobs == "sampling":
+            scores = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+            return [scores[r, : lengths[r]].float().tolist() for r in range(len(lengths))]
+        full = torch.cat([prompt_ids, new], dim=1)
+        mask = torch.cat([prompt_mask, (torch.arange(new.shape[1], device=new.device)[None, :]
+                                        < torch.tensor(lengths, device=new.device)[:, None]).long()], dim=1)
+        logits = self.model(input_ids=full, attention_mask=mask).logits[:, prompt_ids.shape[1] - 1 : -1].float()
+        temperature = s.temperature if s.temperature > 0 else 1.0
+        logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, new[:, :, None]).squeeze(-1)
+        return [logp[r, : lengths[r]].tolist() for r in range(len(lengths))]
+
+
+def _seed(*parts: Any) -> int:
+    return int(stable_hash(*parts), 16) % (2**63)
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    ids: list[int] = []
+    cfg = getattr(model, "generation_config", None)
+    eos = getattr(cfg, "eos_token_id", None)
+    for value in (eos if isinstance(eos, list) else [eos]) + [tokenizer.eos_token_id]:
+        if value is not None and value not in ids:
+            ids.append(int(value))
+    if not ids:
+        raise ValueError("hf agent: neither the model's generation_config nor the tokenizer names an eos token")
+    return ids
+
+
+def _completion_length(row: list[int], eos_ids: list[int], pad_id: int) -> int:
+    """Tokens up to and including the first eos; without eos, up to the trailing padding."""
+    for i, tok in enumerate(row):
+        if tok in eos_ids:
+            return i + 1
+    end = len(row)
+    while end > 0 and row[end - 1] == pad_id and pad_id not in eos_ids:
+        end -= 1
+    return end
+
+
+def _copy(c: Completion) -> Completion:
+    import copy
+
+    return copy.deepcopy(c)
