@@ -63,8 +63,9 @@ class HFSampling:
         batch_size: prompts per ``generate`` call (each expands to ``n`` rows).
         one_by_one: one ``generate`` call per sample instead of per batch (for comparisons).
         logprobs: ``"sampling"``, ``"forward"`` or ``"none"`` (see the module docstring).
-        max_prompt_tokens: keep the last this-many prompt tokens; ``None``: the model's
-            ``max_position_embeddings - max_new_tokens``.
+        max_prompt_tokens: keep the last this-many prompt tokens; ``None``: the smaller of the
+            model's ``max_position_embeddings`` and the tokenizer's ``model_max_length``, minus
+            ``max_new_tokens``.
         tools: where tool specs go in the prompt (:class:`~pivot_envs.agents.prompting.PromptConfig`).
         seed: the seed used when :meth:`HFAgent.sample` gets ``seed=None``.
     """
@@ -142,10 +143,12 @@ class HFAgent(Agent):
             self.model_path = getattr(getattr(model, "config", None), "_name_or_path", None) or getattr(model, "name_or_path", None)
             self.model, self.tokenizer = model, tokenizer
         self.device = next(self.model.parameters()).device
-        limit = getattr(self.model.config, "max_position_embeddings", None)
         max_prompt = self.settings.max_prompt_tokens
-        if max_prompt is None and limit:
-            max_prompt = max(1, int(limit) - self.settings.max_new_tokens)
+        if max_prompt is None:
+            limits = [getattr(self.model.config, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
+            limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 10**7]
+            if limits:
+                max_prompt = max(16, min(limits) - self.settings.max_new_tokens)
         self.prompt_config = PromptConfig(tools=self.settings.tools, max_prompt_tokens=max_prompt)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         self.eos_ids = _eos_ids(self.model, self.tokenizer)

@@ -26,7 +26,7 @@ from pathlib import Path
 from pivot_envs.actions import parse_action
 from pivot_envs.types import Fixture, Pivot
 from pivot_envs.verifiers.exec import ExecVerifier
-from pivot_envs.verifiers.sandbox import SandboxRequest
+from pivot_envs.verifiers.sandbox import SandboxRequest, Seed
 
 RESULTS = Path(__file__).resolve().parent / "results" / "exec.json"
 
@@ -105,9 +105,7 @@ def setup_strategies(backend: str, repeats: int) -> dict:
     sandbox = verifier.sandbox()
     fixture = pivots()[0].fixture
     assert fixture is not None
-    snapshot = verifier._seed(fixture)  # noqa: SLF001 - the verifier's own post-setup seed
-    from pivot_envs.verifiers.sandbox import Seed
-
+    snapshot = verifier.seed(fixture)  # the verifier's own post-setup seed
     base = Seed.from_fixture_files(fixture.workdir, fixture.files)
     timings: dict[str, list[float]] = {"snapshot": [], "replay": []}
     for _ in range(repeats):
@@ -125,6 +123,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=200, help="pairs per measurement")
     parser.add_argument("--backend", default="bwrap", choices=["bwrap", "docker", "auto"])
     args = parser.parse_args()
+    load_before = os.getloadavg()
     rows = [throughput(w, args.pairs, args.backend) for w in (1, 2)]
     setup = setup_strategies(args.backend, repeats=15)
     print(f"{'workers':>7} {'pairs':>6} {'seconds':>8} {'pairs/s':>8} {'passed':>7} {'errors':>7}")
@@ -133,7 +132,8 @@ def main() -> None:
     print(f"one run, median ms: snapshot seed {setup['snapshot']}, setup replayed each run {setup['replay']}")
     target = 50.0
     two = rows[1]["pairs_per_s"]
-    print(f"target >= {target} pairs/s with 2 workers: {'met' if two >= target else 'NOT met'} ({two})")
+    print(f"target >= {target} pairs/s with 2 workers: {'met' if two >= target else 'NOT met'} ({two}); "
+          f"{os.cpu_count()} CPUs, load average before {load_before[0]:.1f}")
     load = os.getloadavg()
     out = {
         "benchmark": "exec_verifier",
@@ -142,7 +142,8 @@ def main() -> None:
         "run_ms_median": setup,
         "target_pairs_per_s_2_workers": target,
         "target_met": two >= target,
-        "machine": {"cpus": os.cpu_count(), "loadavg_1_5_15": [round(x, 2) for x in load],
+        "machine": {"cpus": os.cpu_count(), "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
+                    "loadavg_1_5_15_after": [round(x, 2) for x in load],
                     "python": platform.python_version(), "platform": platform.platform()},
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -32,16 +32,18 @@ pivots and each batch costs ONE ``agent.sample(batch, n=k, seed=seed)`` call and
 one ``verify_many`` call per verifier, so a model generates all ``k`` samples of
 many pivots at once.
 
-Seeding: every batch is sampled with the same ``seed``; the built-in agents make
-sample ``j`` at pivot ``p`` a function of ``(seed, p.id, j)`` only, so results do
-not depend on batch size, batch composition, worker or resume point. For an
-agent that does not, the fixed batch layout still makes a resumed (or Ray) run
-equal to an uninterrupted one with the same ``batch_pivots``.
+Seeding: every batch is sampled with the same ``seed``. ``replay`` and
+``noisy_expert`` make sample ``j`` at pivot ``p`` a function of ``(seed, p.id, j)``
+only; the batched ``hf`` agent seeds each ``generate`` call from the seed and the
+ids of its pivots. Either way a fixed batch layout (batch ``b`` = input positions
+``[b * batch_pivots, (b + 1) * batch_pivots)``) makes a resumed run and a Ray run
+equal to an uninterrupted single-process run with the same ``batch_pivots``
+(which the checkpoint therefore records).
 
 Checkpointing: with ``checkpoint=PATH`` every finished batch is appended to a
 JSONL sidecar (one line per batch, written in one call and flushed). A header
-line records what the numbers depend on (k, seed, agent, verifiers, the pivot
-ids); an interrupted run called again with the same arguments loads the
+line records what the numbers depend on (k, seed, batch_pivots, agent,
+verifiers, the pivot ids); an interrupted run called again with the same arguments loads the
 finished pivots from it and samples only the others. A torn last line (the
 process was killed while writing) is cut off and its batch redone. The
 returned pivots are in input order whatever the completion order.
@@ -240,10 +242,11 @@ def agent_config(agent: Any) -> dict[str, Any]:
         return {"kind": getattr(agent, "kind", "?"), "class": f"{cls.__module__}.{cls.__qualname__}"}
 
 
-def run_params(pivots: Sequence[Pivot], agent: dict[str, Any], scorer: Scorer, k: int, seed: int) -> dict[str, Any]:
+def run_params(pivots: Sequence[Pivot], agent: dict[str, Any], scorer: Scorer, k: int, seed: int,
+               batch_pivots: int) -> dict[str, Any]:
     """Everything the profile numbers depend on (the checkpoint header)."""
-    return {"k": k, "seed": seed, "agent": agent, "scorer": scorer.config(), "pivots": len(pivots),
-            "ids": stable_hash([p.id for p in pivots])}
+    return {"k": k, "seed": seed, "batch_pivots": batch_pivots, "agent": agent, "scorer": scorer.config(),
+            "pivots": len(pivots), "ids": stable_hash([p.id for p in pivots])}
 
 
 class Checkpoint:
@@ -292,7 +295,7 @@ class Checkpoint:
         if diff:
             shown = ", ".join(f"{key}: checkpoint {old.get(key)!r} vs now {self.params.get(key)!r}" for key in diff)
             raise ValueError(f"{self.path}: checkpoint of an interrupted run with other settings ({shown}); "
-                             "resume with the same pivots, agent, verifier, k and seed, or delete the checkpoint "
+                             "resume with the same pivots, agent, verifier, k, seed and batch size, or delete the checkpoint "
                              "(CLI: --fresh) to start over")
 
     def append(self, results: Sequence[PivotResult]) -> None:
@@ -368,7 +371,7 @@ def profile_pivots(
     owned = not isinstance(agent, Agent)
     agent_obj = build_agent(agent)
     scorer = Scorer(verifier, strict_verifier)
-    params = run_params(pivots, agent_config(agent_obj), scorer, k, seed)
+    params = run_params(pivots, agent_config(agent_obj), scorer, k, seed, batch_pivots)
 
     def run_batches(batches: list[list[int]]) -> Iterator[list[PivotResult]]:
         for batch in batches:

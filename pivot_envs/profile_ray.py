@@ -31,6 +31,8 @@ from pivot_envs.profile import (
     PivotResult,
     ProgressCallback,
     Scorer,
+    agent_config,
+    plan_batches,
     profile_batch,
     run_params,
     run_profiling,
@@ -52,6 +54,9 @@ class _ProfileWorker:
 
     def run(self, indices: list[int], pivots: list[Pivot]) -> list[PivotResult]:
         return profile_batch(pivots, indices, self.agent, self.scorer, self.k, self.seed)
+
+    def agent_config(self) -> dict[str, Any]:
+        return agent_config(self.agent)
 
     def close(self) -> None:
         self.agent.close()
@@ -110,7 +115,6 @@ def profile_pivots_ray(
     pivots = list(pivots)
     config = agent_config_of(agent)
     scorer = Scorer(verifier, strict_verifier)
-    params = run_params(pivots, config, scorer, k, seed)
     started = False
     if not ray.is_initialized():
         ray.init(address=None if address == "local" else address, include_dashboard=False,
@@ -119,11 +123,6 @@ def profile_pivots_ray(
     actors: list[Any] = []
 
     def run_batches(batches: list[list[int]]) -> Iterator[list[PivotResult]]:
-        if not batches:
-            return
-        n = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // max(worker_cpus, 1e-9)))
-        remote = ray.remote(num_cpus=worker_cpus, num_gpus=worker_gpus)(_ProfileWorker)
-        actors.extend(remote.remote(config, scorer.config(), k, seed) for _ in range(min(n, len(batches))))
         pool = ActorPool(actors)
         for batch in batches:
             pool.submit(lambda actor, b: actor.run.remote(b, [pivots[i] for i in b]), batch)
@@ -131,6 +130,12 @@ def profile_pivots_ray(
             yield pool.get_next_unordered()
 
     try:
+        n_batches = max(1, len(plan_batches(len(pivots), batch_pivots)))
+        n = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // max(worker_cpus, 1e-9)))
+        remote = ray.remote(num_cpus=worker_cpus, num_gpus=worker_gpus)(_ProfileWorker)
+        actors.extend(remote.remote(config, scorer.config(), k, seed) for _ in range(min(n, n_batches)))
+        # the checkpoint records the config the workers' agent reports, as a single process would
+        params = run_params(pivots, ray.get(actors[0].agent_config.remote()), scorer, k, seed, batch_pivots)
         return run_profiling(pivots, run_batches, params, batch_pivots=batch_pivots, checkpoint=checkpoint,
                              progress=progress)
     finally:

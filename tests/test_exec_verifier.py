@@ -212,6 +212,14 @@ def test_config_round_trip_and_pickle(bwrap_ok) -> None:
         ExecVerifier(shell="bash -x")
 
 
+def test_sandbox_that_cannot_start_is_an_error(bwrap_ok) -> None:
+    big = {"big.txt": "x" * (2 << 20)}
+    result = ExecVerifier(backend="bwrap", max_disk_mb=1)(bash("wc -c big.txt"), make_pivot("ls -l", files=big))
+    assert result.error and "the sandbox failed to start" in result.error and "cannot unpack" in result.error
+    result = ExecVerifier(backend="bwrap", shell="zsh-not-here")(bash("ls"), make_pivot("ls -1"))
+    assert result.error and "the shell 'zsh-not-here' is not installed in the sandbox" in result.error
+
+
 def test_bad_workdir_is_an_error(verifier: ExecVerifier) -> None:
     result = verifier(bash("ls"), make_pivot("ls -1", workdir="/usr/local/x"))
     assert result.error and "lies in /usr" in result.error

@@ -87,7 +87,9 @@ def contained(verifier: ExecVerifier, command: str, marker: str | None = None):
 def run(backend: BwrapBackend, command: str, **kw):
     """Run ``command`` on the backend directly (to look at its output); assert nothing is left running."""
     seed = Seed.from_fixture_files("/testbed", {"data.txt": "hello\n"})
+    t0 = time.monotonic()
     result = backend.run(SandboxRequest(script=command, seed=seed, limits=LIMITS, timeout_s=TIMEOUT_S, **kw))
+    assert time.monotonic() - t0 < TIMEOUT_S + 1.0
     assert sandbox_processes(backend) == []
     return result
 

@@ -10,7 +10,8 @@ terminal   ``cascade``: ``schema`` gate -> normalised exact ``tool_call``
 swe        ``tool_name`` with the SWE alias categories
 search     ``by_tool``: ``search`` calls -> fuzzy ``query``
            (token_set_ratio); ``open`` -> exact ``tool_call`` (the doc id);
-           other calls -> ``tool_call``; text -> fuzzy (+ judge)
+           other calls -> ``tool_call``; answer text -> fuzzy
+           token_set_ratio (+ judge)
 other      ``tool_call``
 =========  ==============================================================
 
@@ -50,11 +51,16 @@ def _judge_spec(judge: dict[str, Any]) -> dict[str, Any]:
     return {"name": "judge", **judge} if "name" not in judge else dict(judge)
 
 
-def _text_spec(judge: dict[str, Any] | None) -> dict[str, Any]:
+ANSWER_FUZZY: dict[str, Any] = {"name": "fuzzy", "target": "content", "scorer": "token_set_ratio", "threshold": 85,
+                                "normalizers": ["lower", "strip_punctuation", "collapse_whitespace"]}
+"""Fuzzy check of a short final answer: the answer's words may come with or without framing ("Answer: X")."""
+
+
+def _text_spec(judge: dict[str, Any] | None, fuzzy: dict[str, Any] = TEXT_FUZZY) -> dict[str, Any]:
     if judge is None:
-        return dict(TEXT_FUZZY)
+        return dict(fuzzy)
     return {"name": "cascade", "stages": [
-        {"role": "accept", "verifier": dict(TEXT_FUZZY)},
+        {"role": "accept", "verifier": dict(fuzzy)},
         {"role": "decide", "verifier": _judge_spec(judge)},
     ]}
 
@@ -87,7 +93,7 @@ def default_verifier_spec(domain: str, *, judge: dict[str, Any] | None = None) -
                 "search": {"name": "fuzzy", "target": "argument:query", "scorer": "token_set_ratio", "threshold": 85},
                 "open": {"name": "tool_call"},
             },
-            "text": _text_spec(judge),
+            "text": _text_spec(judge, ANSWER_FUZZY),
             "default": {"name": "tool_call"},
         }
     return {"name": "tool_call"}

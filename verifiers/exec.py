@@ -210,6 +210,16 @@ class ExecVerifier(Verifier):
         with self._rt.lock:
             return dict(self._rt.counts)
 
+    def seed(self, fixture: Fixture) -> Seed:
+        """The post-setup state every run on ``fixture`` starts from (cached, like the verifier's own).
+
+        Raises SandboxUnavailable without a backend, RuntimeError when the fixture or its setup fails.
+        """
+        try:
+            return self._seed(fixture, fixture.key())
+        except _Refusal as exc:
+            raise RuntimeError(str(exc)) from None
+
     def command(self, message: dict[str, Any]) -> str | None:
         """The shell command an assistant message asks to run (see :mod:`~pivot_envs.verifiers.commands`)."""
         return self._extractor.extract(message)

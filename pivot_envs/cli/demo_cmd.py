@@ -22,15 +22,26 @@ def demo_command(
     with user_errors():
         report = run_demo(out, n_pivots=pivots, seed=seed, on_domain=lambda d: err_console.print(f"[bold]{d}[/] ..."))
     table = Table(title=f"pivot-envs demo (seed {seed}, {report['wall_seconds']:.1f} s)")
-    cols = ["domain", "verifier", "candidates", "scored", "expert pass", "alt: functional", "alt: strict",
-            "miss rate", "wrong accepted", "errors", "s"]
-    for c in cols:
-        table.add_column(c, justify="right")
+    domains = report["domains"]
+    table.add_column("")
+    for name in domains:
+        table.add_column(name, justify="right")
     fmt = lambda x: "-" if isinstance(x, float) and math.isnan(x) else f"{x:.2f}"  # noqa: E731
-    for name, s in report["domains"].items():
-        table.add_row(name, s["verifier"], str(s["candidates"]), str(s["pivots_scored"]), fmt(s["expert_pass"]),
-                      f"{fmt(s['alt_functional_pass'])} ({s['alternatives']})", fmt(s["alt_strict_pass"]),
-                      fmt(s["miss_rate"]), fmt(s["perturbed_functional_pass"]), str(s["verifier_errors"]), f"{s['seconds']:.1f}")
+    rows = [
+        ("default verifier", lambda s: s["verifier"]),
+        ("pivot candidates", lambda s: str(s["candidates"])),
+        ("pivots scored", lambda s: str(s["pivots_scored"])),
+        ("expert action passes", lambda s: fmt(s["expert_pass"])),
+        ("alternatives scored", lambda s: str(s["alternatives"])),
+        ("  pass: functional", lambda s: fmt(s["alt_functional_pass"])),
+        ("  pass: strict", lambda s: fmt(s["alt_strict_pass"])),
+        ("  miss rate of strict", lambda s: fmt(s["miss_rate"])),
+        ("wrong actions accepted", lambda s: fmt(s["perturbed_functional_pass"])),
+        ("verifier errors", lambda s: str(s["verifier_errors"])),
+        ("seconds", lambda s: f"{s['seconds']:.1f}"),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(s) for s in domains.values()))
     console.print(table)
     console.print(f"report: {out / 'report.md'}  {out / 'report.json'}")
 

@@ -34,10 +34,11 @@ def extract_command(
         fail(f"{input}: no such file or folder")
     report = ReadReport()
     try:
-        with user_errors():
-            trajs = read_trajectories(input, fmt, skip_bad=skip_bad, report=report)
+        trajs = read_trajectories(input, fmt, skip_bad=skip_bad, report=report)
     except BadRowError as exc:
         fail(f"{exc}\n(pass --skip-bad to skip malformed rows and keep the others)")
+    except (ValueError, FileNotFoundError) as exc:
+        fail(str(exc))
     opts = ExtractOptions(min_reward=min_reward, skip_tool_errors=skip_tool_errors, skip_chat_only=chat_only,
                           dedup=dedup, max_turns_per_trajectory=max_turns)
     with user_errors():

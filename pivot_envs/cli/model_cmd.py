@@ -1,0 +1,48 @@
+"""``pivot-envs model``: build tiny reference policies offline (CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pivot_envs.cli.common import console, err_console, fail, user_errors
+
+model_app = typer.Typer(help="Build small local models.", no_args_is_help=True)
+
+
+@model_app.command("tiny")
+def tiny_command(
+    domain: str = typer.Option(..., "--domain", "-d", help="Domain with bundled data: tool_use, terminal, swe or search."),
+    output: Path = typer.Option(..., "-o", "--output", help="Model folder to write (save_pretrained layout)."),
+    steps: int = typer.Option(300, "--steps", min=0, help="SFT warm-up steps (more = more competent)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the tokenizer corpus order, initial weights and batches."),
+    max_context_tokens: int = typer.Option(512, "--max-context-tokens", min=32, help="Training window; contexts are cut from the left."),
+    threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads while training."),
+) -> None:
+    """Build a tiny Llama-style reference policy for DOMAIN, SFT-warmed on its training pivots.
+
+    The folder loads with `--agent hf:DIR` and with `transformers serve` / vLLM.
+    """
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        fail(f"building a model needs the train extra: pip install 'pivot-envs[train]' ({exc})")
+    from pivot_envs.reference_model import build_reference_model, read_report
+
+    if output.exists() and any(output.iterdir()):
+        fail(f"{output} exists and is not empty; choose a new folder or remove it")
+    with user_errors(), err_console.status(f"building a tiny {domain} reference model ({steps} steps)"):
+        model_dir = build_reference_model(domain, output, steps=steps, seed=seed, max_context_tokens=max_context_tokens,
+                                          num_threads=threads)
+    r = read_report(model_dir)
+    console.print(
+        f"wrote {model_dir}: {r.parameters:,} parameters, vocabulary {r.vocab_size}, {r.train_pivots} training pivots, "
+        f"{r.steps} steps, final loss {r.final_loss:.3f}, {r.seconds:.1f}s\n"
+        f"use it with --agent hf:{model_dir}"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(model_app, name="model")

@@ -1,0 +1,226 @@
+"""Tiny reference policies per domain: a small Llama-style LM SFT-warmed on the domain's expert actions.
+
+PivotRL profiles pivots with a reference policy: a pivot is informative when
+the policy's K samples there get *mixed* rewards. Tests, examples and the
+small-scale reproduction need such a policy without downloading one, so this
+module builds it offline on CPU in a minute or two::
+
+    from pivot_envs.reference_model import build_reference_model
+
+    model_dir = build_reference_model("tool_use", "out/ref-tool_use", steps=300, seed=0)
+    agent = build_agent(f"hf:{model_dir}")          # or serve it: transformers serve / vLLM
+
+Steps:
+
+1. a byte-level BPE tokenizer is trained on the domain's bundled training
+   trajectories (plus ``probe_texts``), with :data:`REFERENCE_CHAT_TEMPLATE`, a
+   ChatML template that renders ``tools`` (a compact ``name(arg, ...)`` list in the
+   system turn) and assistant ``tool_calls`` (Hermes ``<tool_call>`` blocks, the very
+   text of :func:`~pivot_envs.actions.message_text`), so the model reads the same
+   prompt from :mod:`pivot_envs.agents.prompting` locally and from
+   ``transformers serve`` / vLLM;
+2. an untrained Llama-style model (:func:`pivot_envs.tiny_model.build_tiny_model`);
+3. supervised warm-up (:func:`pivot_envs.tiny_model.train_lm`) on every pivot of the
+   domain's *training* split: the loss is on the expert action text (and the end of
+   turn) given the chat-templated context, contexts cut from the left to
+   ``max_context_tokens``.
+
+``steps`` sets how competent it gets: a few hundred steps give a partly
+competent policy (mixed outcomes at K=8), which is what profiling needs. The
+generation config samples (``do_sample``, temperature 1, no top-k), so servers
+sample from the model's distribution by default. Deterministic under ``seed``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from pivot_envs.agents.prompting import PromptConfig, action_target, pivot_prompt
+from pivot_envs.types import Pivot
+
+REFERENCE_CHAT_TEMPLATE = (
+    "{%- set sys = messages[0]['content'] if messages and messages[0]['role'] == 'system' else '' -%}"
+    "{%- if sys or tools -%}"
+    "{{ '<|im_start|>system\\n' + (sys or '') }}"
+    "{%- if tools -%}"
+    "{{ ('\\n' if sys else '') + 'Tools: ' }}"
+    "{%- for t in tools -%}"
+    "{%- set f = t['function'] if t['function'] is defined else t -%}"
+    "{%- set props = (f['parameters']['properties'] if f['parameters'] is defined and f['parameters']['properties'] is defined else {}) -%}"
+    "{{ f['name'] + '(' + (props.keys() | join(', ')) + ')' + ('; ' if not loop.last else '') }}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{{ '<|im_end|>\\n' }}"
+    "{%- endif -%}"
+    "{%- for m in messages -%}"
+    "{%- if not (loop.first and m['role'] == 'system') -%}"
+    "{{ '<|im_start|>' + m['role'] + '\\n' }}"
+    "{%- if m['role'] == 'assistant' and m['tool_calls'] is defined and m['tool_calls'] -%}"
+    "{{ (m['content'] + '\\n') if m['content'] else '' }}"
+    "{%- for c in m['tool_calls'] -%}"
+    "{%- set f = c['function'] if c['function'] is defined else c -%}"
+    "{{ '<tool_call>\\n' + ({'name': f['name'], 'arguments': f['arguments']} | tojson) + '\\n</tool_call>' + ('\\n' if not loop.last else '') }}"
+    "{%- endfor -%}"
+    "{%- else -%}"
+    "{{ m['content'] or '' }}"
+    "{%- endif -%}"
+    "{{ '<|im_end|>\\n' }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
+)
+"""ChatML with tools (``name(args)`` list in the system turn) and Hermes tool calls (as :func:`message_text`)."""
+
+GENERATION_TOKENS = 256
+"""Room for the completion: the tokenizer's ``model_max_length`` is ``max_context_tokens`` plus this, so an
+agent that keeps ``model_max_length - max_new_tokens`` prompt tokens (the ``hf`` agent's default with
+``max_new_tokens=256``) shows the model the window it was trained on."""
+
+
+@dataclass
+class ReferenceModelReport:
+    """What :func:`build_reference_model` did (also saved as ``reference_model.json`` in the model folder).
+
+    Attributes:
+        domain: the domain it was trained for.
+        parameters: number of model parameters.
+        vocab_size: tokenizer vocabulary size.
+        train_pivots: training examples (pivots of the training split).
+        steps: optimiser steps.
+        final_loss: mean token loss of the last step.
+        seconds: wall time of the whole build.
+        settings: the build arguments.
+    """
+
+    domain: str
+    parameters: int
+    vocab_size: int
+    train_pivots: int
+    steps: int
+    final_loss: float
+    seconds: float
+    settings: dict = field(default_factory=dict)
+
+
+def build_reference_model(
+    domain: str,
+    out_dir: str | Path,
+    *,
+    steps: int = 300,
+    seed: int = 0,
+    probe_texts: Sequence[str] = (),
+    pivots: Sequence[Pivot] | None = None,
+    vocab_size: int = 2048,
+    hidden_size: int = 64,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    max_context_tokens: int = 512,
+    lr: float = 5e-3,
+    batch_size: int = 8,
+    num_threads: int | None = 1,
+) -> Path:
+    """Build, SFT-warm and save a tiny reference policy for ``domain``; returns ``out_dir``.
+
+    Args:
+        domain: a domain with bundled data (``tool_use``, ``terminal``, ``swe``, ``search``).
+        out_dir: folder to write (``save_pretrained`` layout + ``reference_model.json``).
+        steps: SFT optimiser steps (more = more competent).
+        seed: seeds the tokenizer corpus order, the initial weights and the batches.
+        probe_texts: extra texts the tokenizer must encode compactly (e.g. prompts of other data).
+        pivots: training pivots; default: the domain's bundled ``train`` split.
+        vocab_size: BPE vocabulary size (the vocabulary stops growing when the data offer no merges).
+        hidden_size, n_layers, n_heads: model shape.
+        max_context_tokens: longest training sequence; contexts are cut from the left.
+        lr: peak AdamW learning rate (linear decay to 10 %).
+        batch_size: examples per step.
+        num_threads: torch CPU threads while training (``None``: torch's setting).
+    """
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from pivot_envs.tiny_model import build_tiny_model, count_parameters, train_lm
+
+    start = time.perf_counter()
+    settings = {k: v for k, v in locals().items() if k in _SETTINGS}
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    train = list(pivots) if pivots is not None else _bundled_pivots(domain)
+    if not train:
+        raise ValueError(f"no training pivots for domain {domain!r}")
+    tool_lists = {json.dumps(p.tools, sort_keys=True): p.tools for p in train}
+
+    corpus = _tokenizer_corpus(train, list(tool_lists.values()), probe_texts)
+    out = build_tiny_model(out_dir, corpus, vocab_size=vocab_size, hidden_size=hidden_size, n_layers=n_layers,
+                           n_heads=n_heads, max_positions=max(2048, 2 * max_context_tokens), seed=seed)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    tokenizer.chat_template = REFERENCE_CHAT_TEMPLATE
+    tokenizer.model_max_length = max_context_tokens + GENERATION_TOKENS  # agents keep prompts to the trained window
+    tokenizer.save_pretrained(out)
+    GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=GENERATION_TOKENS,
+    ).save_pretrained(out)
+
+    config = PromptConfig()  # as the hf agent renders prompts
+    examples = [(pivot_prompt(tokenizer, p, config), action_target(p.expert)) for p in train]
+    report = train_lm(out, examples, steps=steps, lr=lr, seed=seed, batch_size=batch_size,
+                      max_length=max_context_tokens, num_threads=num_threads) if steps else None
+    summary = ReferenceModelReport(
+        domain=domain,
+        parameters=count_parameters(out),
+        vocab_size=len(tokenizer),
+        train_pivots=len(train),
+        steps=steps,
+        final_loss=report.final_loss if report else float("nan"),
+        seconds=round(time.perf_counter() - start, 2),
+        settings=settings,
+    )
+    (out / "reference_model.json").write_text(json.dumps(asdict(summary), indent=1) + "\n", encoding="utf-8")
+    return out
+
+
+def read_report(model_dir: str | Path) -> ReferenceModelReport:
+    """The :class:`ReferenceModelReport` saved beside a reference model."""
+    path = Path(model_dir) / "reference_model.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: {model_dir} was not built by build_reference_model")
+    return ReferenceModelReport(**json.loads(path.read_text(encoding="utf-8")))
+
+
+_SETTINGS = ("steps", "seed", "vocab_size", "hidden_size", "n_layers", "n_heads", "max_context_tokens", "lr", "batch_size")
+
+
+def _bundled_pivots(domain: str) -> list[Pivot]:
+    from pivot_envs.domains import get_domain
+
+    loader = get_domain(domain).load_pivots
+    if loader is None:
+        raise ValueError(f"domain {domain!r} ships no bundled data: pass pivots= (a list of training pivots)")
+    return list(loader("train"))
+
+
+def _tokenizer_corpus(train: Sequence[Pivot], tool_lists: list, probe_texts: Sequence[str]) -> list[str]:
+    """Texts the tokenizer learns merges from: every message of the training contexts, the targets, the tools."""
+    seen: set[str] = set()
+    texts: list[str] = []
+
+    def add(text: str) -> None:
+        if text and text not in seen:
+            seen.add(text)
+            texts.append(text)
+
+    for p in train:
+        for m in p.context:
+            add(action_target(m) if m.get("role") == "assistant" else str(m.get("content") or ""))
+        add(action_target(p.expert))
+    for tools in tool_lists:
+        for t in tools:
+            fn = t.get("function", t)
+            add(f"{fn.get('name')}({', '.join((fn.get('parameters') or {}).get('properties') or {})})")
+    for text in probe_texts:
+        add(text)
+    add("<|im_start|>system\n<|im_start|>user\n<|im_start|>assistant\n<|im_start|>tool\nTools: ")
+    return texts
