@@ -39,7 +39,7 @@ def test_extract_tau_bench_to_pivots_and_nemo_gym(tmp_path):
 def test_extract_bad_row_names_file_and_line_and_skip_bad_keeps_going(tmp_path):
     good = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}], "reward": 1}
     src = tmp_path / "t.jsonl"
-    src.write_text(json.dumps(good) + "\n{oops\n" + json.dumps(good | {"meta": {"id": "b"}}) + "\n")
+    src.write_text(json.dumps(good) + "\n{oops\n" + json.dumps({**good, "messages": [{"role": "user", "content": "hey"}, {"role": "assistant", "content": "yo"}]}) + "\n")
     out = tmp_path / "p.jsonl"
     result = run("extract", src, "-o", out, "-d", "tool_use")
     assert result.exit_code == 2 and "t.jsonl:2" in result.output and "--skip-bad" in result.output
