@@ -1,0 +1,75 @@
+"""Advantages and the PivotRL loss against numbers computed by hand."""
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from pivot_envs.trainers.advantage import group_advantages, zero_variance  # noqa: E402
+from pivot_envs.trainers.loss import k3_kl, pivotrl_loss  # noqa: E402
+
+
+def test_grpo_advantage_by_hand():
+    # r = [1, 0, 0, 1]: mean 0.5, population std 0.5 -> A = (r - 0.5) / (0.5 + 1e-4)
+    adv = group_advantages([1, 0, 0, 1], mode="grpo", eps_std=1e-4)
+    expected = 0.5 / 0.5001
+    assert adv.tolist() == pytest.approx([expected, -expected, -expected, expected], rel=1e-6)
+
+
+def test_dr_grpo_and_pvpo_by_hand():
+    assert group_advantages([1, 0, 0, 0], mode="dr_grpo").tolist() == pytest.approx([0.75, -0.25, -0.25, -0.25])
+    assert group_advantages([1, 0], mode="pvpo", baseline=0.25).tolist() == pytest.approx([0.75, -0.25])
+    with pytest.raises(ValueError, match="baseline"):
+        group_advantages([1, 0], mode="pvpo")
+
+
+def test_invalid_samples_are_excluded_and_get_zero():
+    # valid rewards [1, 0] -> mean 0.5, std 0.5; the errored sample (reward 1 recorded) is ignored
+    adv = group_advantages([1, 0, 1], valid=[True, True, False], mode="grpo", eps_std=0.0)
+    assert adv.tolist() == pytest.approx([1.0, -1.0, 0.0])
+    assert group_advantages([1, 1], valid=[False, False]).tolist() == [0.0, 0.0]
+
+
+def test_zero_variance_groups():
+    assert zero_variance([1, 1, 1]) and zero_variance([0, 0]) and not zero_variance([0, 1])
+    assert zero_variance([1, 0], valid=[True, False])
+    assert group_advantages([1, 1, 1]).abs().sum() == 0
+
+
+def test_k3_kl_by_hand_and_nonnegative():
+    logp, ref = torch.tensor([math.log(0.5)]), torch.tensor([math.log(0.25)])
+    # delta = log(0.25/0.5) = -log 2: exp(delta) - delta - 1 = 0.5 + log 2 - 1
+    assert k3_kl(logp, ref).item() == pytest.approx(0.5 + math.log(2) - 1)
+    assert (k3_kl(torch.randn(100), torch.randn(100)) >= 0).all()
+
+
+def test_loss_by_hand_with_clipping_and_kl():
+    # two samples, two tokens each; sample 2's second token is padding
+    logp = torch.log(torch.tensor([[0.6, 0.5], [0.2, 0.9]]))
+    old = torch.log(torch.tensor([[0.4, 0.5], [0.4, 0.9]]))
+    ref = torch.log(torch.tensor([[0.5, 0.5], [0.2, 0.9]]))
+    adv = torch.tensor([1.0, -1.0])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    out = pivotrl_loss(logp, old, ref, adv, mask, eps_low=0.2, eps_high=0.2, beta=0.1)
+    # ratios: [1.5, 1.0], [0.5, -]; surrogates: min(1.5, 1.2)=1.2, 1.0 ; min(-0.5, -0.8) = -0.8
+    kl11 = 0.5 / 0.6 - math.log(0.5 / 0.6) - 1
+    s1 = ((1.2 - 0.1 * kl11) + (1.0 - 0.0)) / 2
+    s2 = -0.8 - 0.0
+    assert out.loss.item() == pytest.approx(-(s1 + s2) / 2, rel=1e-5)
+    assert out.clip_fraction == pytest.approx(2 / 3)  # token (1,1) and (2,1) take the clipped branch
+    assert out.kl == pytest.approx(kl11 / 3, rel=1e-5)
+    token = pivotrl_loss(logp, old, ref, adv, mask, beta=0.1, agg="token")
+    assert token.loss.item() == pytest.approx(-((1.2 - 0.1 * kl11) + 1.0 - 0.8) / 3, rel=1e-5)
+
+
+def test_loss_gradient_pushes_toward_positive_advantage():
+    logits = torch.zeros(1, 1, 3, requires_grad=True)
+    logp_all = torch.log_softmax(logits, -1)
+    token = torch.tensor([[1]])
+    logp = logp_all.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+    out = pivotrl_loss(logp, logp.detach(), None, torch.tensor([1.0]), torch.ones(1, 1))
+    out.loss.backward()
+    assert logits.grad[0, 0, 1] < 0  # descending the loss raises the sampled token's logit
+    with pytest.raises(ValueError, match="reference"):
+        pivotrl_loss(logp, logp.detach(), None, torch.tensor([1.0]), torch.ones(1, 1), beta=0.1)

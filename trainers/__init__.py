@@ -1,0 +1,1 @@
+"""Trainers: PivotRL GRPO, the same-data SFT baseline, and evaluation (need the ``train`` extra)."""
