@@ -166,7 +166,7 @@ def pivot_prompt(tokenizer: Any, pivot: Pivot, config: PromptConfig | None = Non
 def encode_prompt(tokenizer: Any, pivot: Pivot, config: PromptConfig | None = None) -> list[int]:
     """Prompt token ids of ``pivot`` (the template text carries its own special tokens), left-truncated."""
     config = config or PromptConfig()
-    ids = tokenizer(pivot_prompt(tokenizer, pivot, config), add_special_tokens=False)["input_ids"]
+    ids = tokenizer(pivot_prompt(tokenizer, pivot, config), add_special_tokens=False, verbose=False)["input_ids"]
     if config.max_prompt_tokens is not None:
         ids = ids[-config.max_prompt_tokens :]
     return list(ids)

@@ -145,8 +145,11 @@ def build_reference_model(
 
     start = time.perf_counter()
     settings = {k: v for k, v in locals().items() if k in _SETTINGS}
+    from pivot_envs.domains import get_domain
+
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
+    get_domain(domain)  # an unknown domain fails here, naming the known ones
     train = list(pivots) if pivots is not None else _bundled_pivots(domain)
     if not train:
         raise ValueError(f"no training pivots for domain {domain!r}")
@@ -164,10 +167,12 @@ def build_reference_model(
         do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=GENERATION_TOKENS,
     ).save_pretrained(out)
 
-    config = PromptConfig()  # as the hf agent renders prompts
-    examples = [(pivot_prompt(tokenizer, p, config), action_target(p.expert)) for p in train]
-    report = train_lm(out, examples, steps=steps, lr=lr, seed=seed, batch_size=batch_size,
-                      max_length=max_context_tokens, num_threads=num_threads) if steps else None
+    report = None
+    if steps:
+        config = PromptConfig()  # as the hf agent renders prompts
+        examples = [(pivot_prompt(tokenizer, p, config), action_target(p.expert)) for p in train]
+        report = train_lm(out, examples, steps=steps, lr=lr, seed=seed, batch_size=batch_size,
+                          max_length=max_context_tokens, num_threads=num_threads)
     summary = ReferenceModelReport(
         domain=domain,
         parameters=count_parameters(out),

@@ -10,10 +10,12 @@ import pytest
 
 from pivot_envs.actions import message_text
 from pivot_envs.agents import Agent, AgentSpecError, Completion, agent_kinds, build_agent, parse_agent_spec, register_agent
+from pivot_envs.agents.hf import HFAgent  # torch is imported only when one is built
 from pivot_envs.env import PivotEnv
 from pivot_envs.envs_data import generator
 from pivot_envs.extract import extract_pivots
 from pivot_envs.types import Pivot
+from servers import closed_port, control, start_fake_openai, start_transformers_serve, stats, transformers_serve_missing
 
 
 @lru_cache(maxsize=8)
@@ -160,3 +162,265 @@ def test_noisy_expert_is_deterministic_per_seed_pivot_and_index():
 def test_baselines_reject_bad_n():
     with pytest.raises(ValueError, match="n \\(samples per pivot\\)"):
         build_agent("replay").sample(pivots("tool_use")[:1], 0)
+
+
+# --- prompting ---------------------------------------------------------------------------------
+
+
+def _tokenizer(template: str | None):
+    pytest.importorskip("transformers")
+    from pivot_envs.tiny_model import train_tokenizer
+
+    tok = train_tokenizer(["hello world <tool_call> search query"], vocab_size=300)
+    tok.chat_template = template
+    return tok
+
+
+def _pivot_with_history() -> Pivot:
+    return next(p for p in pivots("search") if any(m["role"] == "tool" for m in p.context) and p.tools)
+
+
+def test_prompt_without_template_tool_support_declares_tools_and_renders_calls_as_hermes_text():
+    from pivot_envs.agents.prompting import pivot_prompt
+    from pivot_envs.tiny_model import CHAT_TEMPLATE  # ChatML without tools / tool_calls
+
+    p = _pivot_with_history()
+    text = pivot_prompt(_tokenizer(CHAT_TEMPLATE), p)
+    assert text.startswith("<|im_start|>system\n") and "<tools>\n" + json.dumps(p.tools[0], ensure_ascii=False) in text
+    first_call = next(m for m in p.context if m.get("tool_calls"))
+    assert message_text(first_call) in text  # earlier actions as the model should emit them
+    assert "<|im_start|>tool\n" in text and text.endswith("<|im_start|>assistant\n")
+
+
+def test_prompt_falls_back_when_the_template_rejects_the_tool_role():
+    from pivot_envs.agents.prompting import pivot_prompt
+
+    strict = (
+        "{% for m in messages %}{% if m['role'] not in ['system', 'user', 'assistant'] %}"
+        "{{ raise_exception('unknown role ' + m['role']) }}{% endif %}"
+        "{{ '[' + m['role'] + '] ' + (m['content'] or '') + '\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}[assistant] {% endif %}"
+    )
+    p = _pivot_with_history()
+    text = pivot_prompt(_tokenizer(strict), p)
+    assert "[user] <tool_response>\n" in text and "[tool]" not in text
+    assert text.endswith("[assistant] ")
+
+
+def test_prompt_without_any_template_is_chatml_and_truncates_from_the_left():
+    from pivot_envs.agents.prompting import PromptConfig, encode_prompt, pivot_prompt
+
+    tok = _tokenizer(None)
+    p = _pivot_with_history()
+    text = pivot_prompt(tok, p)
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+    full = encode_prompt(tok, p)
+    cut = encode_prompt(tok, p, PromptConfig(max_prompt_tokens=40))
+    assert len(full) > 40 and cut == full[-40:]
+    with pytest.raises(ValueError, match="PromptConfig.tools"):
+        PromptConfig(tools="everywhere")
+
+
+def test_reference_template_renders_tools_and_past_actions_exactly_as_the_targets():
+    from pivot_envs.agents.prompting import chat_messages, pivot_prompt
+    from pivot_envs.reference_model import REFERENCE_CHAT_TEMPLATE
+
+    tok = _tokenizer(REFERENCE_CHAT_TEMPLATE)
+    for domain in ("search", "swe", "tool_use"):
+        for p in pivots(domain, 4):
+            for m in p.context:
+                if m["role"] == "assistant":
+                    rendered = tok.apply_chat_template(chat_messages([m]), tokenize=False)
+                    assert rendered == "<|im_start|>assistant\n" + message_text(m) + "<|im_end|>\n"
+    p = _pivot_with_history()
+    text = pivot_prompt(tok, p)
+    assert "\nTools: search(query, top_k); open(doc_id)<|im_end|>" in text
+
+
+# --- the hf agent on a real tiny reference model -------------------------------------------------
+
+SAMPLE_TOKENS = 24
+
+
+@pytest.fixture(scope="module")
+def ref_model(tmp_path_factory):
+    """A tiny swe reference policy, SFT-warmed briefly on 300 training pivots (seconds on CPU)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from pivot_envs.envs_data import load_pivots
+    from pivot_envs.reference_model import build_reference_model
+
+    train = load_pivots("swe", "train")[:300]
+    return build_reference_model("swe", tmp_path_factory.mktemp("ref") / "swe", steps=60, pivots=train,
+                                 max_context_tokens=256, lr=1e-2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def swe_test_pivots():
+    from pivot_envs.envs_data import load_pivots
+
+    return load_pivots("swe", "test")[:6]
+
+
+def hf_agent(model_dir, **kw):
+    settings = {"max_new_tokens": SAMPLE_TOKENS, "num_threads": 1, **kw}
+    return build_agent({"kind": "hf", "model": str(model_dir), **settings})
+
+
+def texts(groups):
+    return [[c.text for c in g] for g in groups]
+
+
+def test_hf_agent_batches_samples_with_token_ids_and_logprobs(ref_model, swe_test_pivots):
+    import torch
+
+    agent = hf_agent(ref_model, batch_size=4)
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    groups = agent.sample(swe_test_pivots, 3, seed=5)
+    assert torch.equal(torch.rand(3), expected_next)  # sampling never touched the global RNG
+    assert [len(g) for g in groups] == [3] * len(swe_test_pivots)
+    tok = agent.tokenizer
+    for c in (c for g in groups for c in g):
+        assert 0 < len(c.token_ids) <= SAMPLE_TOKENS and len(c.logprobs) == len(c.token_ids)
+        assert all(lp <= 0.0 for lp in c.logprobs)
+        assert tok.decode(c.token_ids, skip_special_tokens=True) == c.text
+        if len(c.token_ids) < SAMPLE_TOKENS:
+            assert c.token_ids[-1] == tok.eos_token_id  # stopped at the end of its turn
+    assert texts(groups) == texts(agent.sample(swe_test_pivots, 3, seed=5))
+    assert texts(groups) != texts(agent.sample(swe_test_pivots, 3, seed=6))
+    assert len({t for g in texts(groups) for t in g}) > len(swe_test_pivots)  # samples differ within groups
+
+
+def test_hf_agent_logprobs_are_those_of_the_sampling_distribution(ref_model, swe_test_pivots):
+    sampled = hf_agent(ref_model, batch_size=3, temperature=0.7).sample(swe_test_pivots[:3], 2, seed=1)
+    forward = hf_agent(ref_model, batch_size=3, temperature=0.7, logprobs="forward").sample(swe_test_pivots[:3], 2, seed=1)
+    for a, b in zip((c for g in sampled for c in g), (c for g in forward for c in g)):
+        assert a.token_ids == b.token_ids
+        assert a.logprobs == pytest.approx(b.logprobs, abs=2e-3)
+    none = hf_agent(ref_model, logprobs="none").sample(swe_test_pivots[:1], 1, seed=1)
+    assert none[0][0].logprobs is None and none[0][0].token_ids
+
+
+def test_hf_agent_one_by_one_samples_do_not_depend_on_the_batch(ref_model, swe_test_pivots):
+    agent = hf_agent(ref_model, one_by_one=True)
+    both = agent.sample(swe_test_pivots[:2], 2, seed=3)
+    alone = agent.sample(swe_test_pivots[1:2], 2, seed=3)
+    assert texts(both)[1] == texts(alone)[0]
+    greedy = hf_agent(ref_model, temperature=0).sample(swe_test_pivots[:2], 3)
+    assert all(len(set(g)) == 1 for g in texts(greedy))  # greedy: the same sequence n times
+
+
+def test_hf_agent_uses_a_live_model_without_copying_it(ref_model, swe_test_pivots):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(ref_model)
+    model.train()
+    agent = HFAgent(model, AutoTokenizer.from_pretrained(ref_model), temperature=0, max_new_tokens=8)
+    assert agent.model is model
+    before = texts(agent.sample(swe_test_pivots[:2], 1))
+    assert model.training  # the caller's mode is restored
+    with torch.no_grad():
+        model.lm_head.weight.mul_(-1.0)  # (tied to the embeddings) the agent sees the live change
+    assert texts(agent.sample(swe_test_pivots[:2], 1)) != before
+    with pytest.raises(ValueError, match="tokenizer="):
+        HFAgent(model)
+
+
+def test_hf_agent_bad_model_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(OSError, match="cannot load a causal LM from"):
+        build_agent(f"hf:{tmp_path / 'missing'}")
+
+
+# --- the openai agent against real servers on 127.0.0.1 -------------------------------------------
+
+
+HERMES_REPLY = '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def serve(ref_model, tmp_path_factory):
+    missing = transformers_serve_missing()
+    if missing:
+        pytest.skip(missing)
+    server = start_transformers_serve(tmp_path_factory.mktemp("serve") / "serve.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory):
+    server = start_fake_openai(tmp_path_factory.mktemp("fake") / "fake.log")
+    yield server
+    server.stop()
+
+
+def openai_agent(model, urls, **kw):
+    settings = {"max_new_tokens": SAMPLE_TOKENS, "timeout_s": 60.0, "backoff_s": 0.05, **kw}
+    return build_agent({"kind": "openai", "model": str(model), "base_urls": urls, **settings})
+
+
+def test_openai_agent_on_transformers_serve_matches_the_local_model(ref_model, serve, swe_test_pivots):
+    """transformers serve ignores n: the agent notices and asks one by one; greedy text equals the hf agent's."""
+    short = swe_test_pivots[:3]
+    agent = openai_agent(ref_model, [serve.base_url], temperature=0.0, tool_calls_as_text=True)
+    groups = agent.sample(short, 2, seed=0)
+    assert [len(g) for g in groups] == [2, 2, 2]
+    assert agent._n_ok is False and agent.requests == 3 + 3 * 1  # one n-request per pivot, then the missing ones
+    local = hf_agent(ref_model, temperature=0, batch_size=1, max_prompt_tokens=4096).sample(short, 1)
+    assert [g[0].text for g in groups] == [g[0].text for g in local]
+    assert all(c.logprobs is None and c.token_ids is None for g in groups for c in g)  # serve gives none
+    again = agent.sample(short, 2, seed=0)  # now known: n separate requests straight away
+    assert agent.requests == 6 + 6 and texts(again) == texts(groups)
+
+
+def test_openai_agent_round_robins_and_parses_hermes_text(ref_model, serve, fake, swe_test_pivots):
+    control(fake, reply=HERMES_REPLY)
+    agent = openai_agent(ref_model, f"{serve.base_url},{fake.base_url}", use_n=False, max_concurrency=4)
+    groups = agent.sample(swe_test_pivots[:4], 2, seed=0)
+    assert stats(fake)["requests"] == 4  # every other of the 8 requests
+    from_fake = [c for g in groups for c in g if c.text == HERMES_REPLY]
+    assert len(from_fake) == 4
+    assert all(c.action.tool_calls[0]["function"]["name"] == "submit" for c in from_fake)
+    # the same server twice is a valid pool too
+    twice = openai_agent(ref_model, [serve.base_url, serve.base_url], use_n=False).sample(swe_test_pivots[:2], 1)
+    assert [len(g) for g in twice] == [1, 1]
+
+
+def test_openai_agent_retries_failures_on_the_next_url(fake, serve, ref_model, swe_test_pivots):
+    control(fake, status=503)
+    agent = openai_agent(ref_model, [fake.base_url, serve.base_url], use_n=False)
+    groups = agent.sample(swe_test_pivots[:3], 1, seed=0)
+    assert all(g[0].text != HERMES_REPLY for g in groups)  # every answer came from serve
+    assert stats(fake)["requests"] >= 1 and agent.requests > 3
+
+
+def test_openai_agent_dead_url_gives_a_clear_error(swe_test_pivots):
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    agent = openai_agent("tiny", dead, max_retries=1)
+    with pytest.raises(RuntimeError, match=r"no answer from http://127\.0\.0\.1:\d+/v1 .* after 2 attempts .*APIConnectionError"):
+        agent.sample(swe_test_pivots[:1], 1)
+
+
+def test_openai_agent_limits_concurrency_and_times_out(fake, swe_test_pivots):
+    control(fake, reply=HERMES_REPLY, gate=2, gate_timeout_s=2.0, delay_s=0.05)
+    agent = openai_agent("tiny", fake.base_url, max_concurrency=2)
+    groups = agent.sample(swe_test_pivots[:4], 2)  # 4 n-requests (1 choice each) + 4 singles
+    assert all(c.text == HERMES_REPLY for g in groups for c in g)
+    assert stats(fake)["max_in_flight"] == 2
+    control(fake, hang=True)
+    slow = openai_agent("tiny", fake.base_url, timeout_s=0.5, max_retries=0)
+    with pytest.raises(RuntimeError, match="APITimeoutError"):
+        slow.sample(swe_test_pivots[:1], 1)
+    control(fake)
+
+
+def test_openai_agent_4xx_fails_at_once_with_the_server_message(fake, swe_test_pivots):
+    control(fake, status=400)
+    agent = openai_agent("tiny", fake.base_url, max_retries=3)
+    with pytest.raises(RuntimeError, match="rejected the request for model 'tiny'.*injected failure"):
+        agent.sample(swe_test_pivots[:1], 1)
+    assert stats(fake)["requests"] == 2  # with logprobs, then without: no retries of a 4xx
+    control(fake)

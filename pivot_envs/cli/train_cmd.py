@@ -1,0 +1,285 @@
+"""``pivot-envs train`` (PivotRL or the SFT baseline, from a config file) and ``pivot-envs eval``.
+
+Examples::
+
+    pivot-envs train --config examples/train_pivotrl_tiny.yaml
+    pivot-envs train --config examples/train_sft_tiny.yaml --set steps=50 --set lr=3e-3
+    pivot-envs train --config run.toml --set algorithm=sft --dry-run
+    pivot-envs eval --model out/sft --pivots bundled:tool_use:test --k 4 -o report.json
+
+A config file (YAML, TOML or JSON) names the trainer with ``algorithm: pivotrl | sft``;
+every other key is a field of that trainer's config dataclass (``PivotRLConfig`` or
+``SFTConfig``), nested sections for nested fields. ``--set KEY=VALUE`` overrides any
+of them (dotted keys for nested ones; values parsed as YAML scalars). Unknown keys
+and values of the wrong type are errors naming the key and where it was set.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import math
+import threading
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from pivot_envs.cli.common import console, err_console, fail, progress, user_errors
+
+ALGORITHMS: dict[str, tuple[str, str, str]] = {
+    "pivotrl": ("pivot_envs.trainers.pivotrl", "PivotRLConfig", "train_pivotrl"),
+    "sft": ("pivot_envs.trainers.sft", "SFTConfig", "train_sft"),
+}
+"""``algorithm`` -> (module, config class, train function)."""
+
+REWARD_KEYS = ("reward", "reward_mean", "mean_reward")
+KL_KEYS = ("kl", "kl_mean")
+
+
+# --------------------------------------------------------------------------- train
+
+
+def resolve_train_config(config_path: Path, overrides: list[str]) -> tuple[str, Any, Callable[..., Any]]:
+    """``(algorithm, config object, train function)`` of a config file plus ``--set`` overrides.
+
+    Raises :class:`~pivot_envs.config_files.ConfigError` (a ``ValueError``) naming the key on any problem.
+    """
+    from pivot_envs.config_files import ConfigError, apply_overrides, build_config, read_config_file
+
+    source = apply_overrides(read_config_file(config_path), overrides)
+    algorithm = source.data.get("algorithm")
+    if algorithm is None:
+        raise ConfigError(f"{config_path}: missing key 'algorithm'; set it to one of {', '.join(ALGORITHMS)} "
+                          "(in the file, or --set algorithm=sft)")
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"{source.origin('algorithm')}: algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
+    module_name, class_name, fn_name = ALGORITHMS[algorithm]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"algorithm {algorithm!r} cannot be loaded ({exc}); training needs the train extra: "
+                          "pip install 'pivot-envs[train]'") from None
+    config = build_config(getattr(module, class_name), source, ignore=("algorithm",))
+    return algorithm, config, getattr(module, fn_name)
+
+
+def train_command(
+    config: Path = typer.Option(..., "--config", "-c", help="Training config: YAML, TOML or JSON with algorithm: pivotrl | sft."),
+    overrides: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override a config key: KEY=VALUE (dotted keys for nested fields; repeatable)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and exit without training."),
+) -> None:
+    """Train with PivotRL (GRPO on pivots) or the SFT baseline, as a config file says."""
+    with user_errors():
+        algorithm, cfg, train = resolve_train_config(config, list(overrides or []))
+    _print_config(algorithm, cfg)
+    if dry_run:
+        return
+    with user_errors():
+        result = _run_with_progress(algorithm, cfg, train)
+    _print_result(algorithm, result)
+
+
+def _run_with_progress(algorithm: str, cfg: Any, train: Callable[..., Any]) -> Any:
+    """Run ``train(cfg)`` with a progress bar fed by its per-step callback (or by its metrics file)."""
+    total = int(getattr(cfg, "steps", 0) or 0) or None
+    bar = Progress(
+        TextColumn(f"[bold]{algorithm}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=err_console,
+    )
+    with bar:
+        task = bar.add_task("train", total=total, stats="")
+        started: list[bool] = []
+
+        def on_step(metrics: dict[str, Any]) -> None:
+            step = int(metrics.get("step", 0))
+            if not started:  # a resumed run: count the rate from here
+                started.append(True)
+                bar.reset(task, total=total, completed=step, stats="")
+            bar.update(task, completed=step, stats=_stats_text(metrics))
+
+        params = inspect.signature(train).parameters
+        if "callback" in params:
+            return train(cfg, callback=on_step)
+        metrics_path = Path(getattr(cfg, "output_dir", ".")) / "metrics.jsonl"
+        stop = threading.Event()
+        watcher = threading.Thread(target=_tail_metrics, args=(metrics_path, on_step, stop), daemon=True)
+        watcher.start()
+        try:
+            return train(cfg)
+        finally:
+            stop.set()
+            watcher.join(timeout=5)
+
+
+def _tail_metrics(path: Path, on_row: Callable[[dict[str, Any]], None], stop: threading.Event) -> None:
+    """Feed new rows of a metrics JSONL to ``on_row`` until ``stop`` is set."""
+    offset = 0
+    while True:
+        done = stop.is_set()
+        if path.exists():
+            with open(path, encoding="utf-8") as f:
+                f.seek(offset)
+                for line in f:
+                    if not line.endswith("\n"):
+                        break
+                    offset += len(line.encode("utf-8"))
+                    try:
+                        on_row(json.loads(line))
+                    except (json.JSONDecodeError, TypeError, ValueError):
+                        continue
+        if done:
+            return
+        stop.wait(0.5)
+
+
+def _stats_text(metrics: dict[str, Any]) -> str:
+    parts = []
+    for label, keys in (("reward", REWARD_KEYS), ("kl", KL_KEYS), ("loss", ("loss",))):
+        value = next((metrics[k] for k in keys if isinstance(metrics.get(k), (int, float))), None)
+        if value is not None:
+            parts.append(f"{label} {value:.4g}")
+    return "  ".join(parts)
+
+
+def _config_dict(cfg: Any) -> dict[str, Any]:
+    if hasattr(cfg, "to_dict"):
+        return cfg.to_dict()
+    import dataclasses
+
+    return dataclasses.asdict(cfg)
+
+
+def _print_config(algorithm: str, cfg: Any) -> None:
+    table = Table(title=f"{algorithm}: {type(cfg).__name__}", show_header=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+
+    def rows(data: dict[str, Any], prefix: str = "") -> None:
+        for key, value in data.items():
+            if isinstance(value, dict) and value:
+                rows(value, f"{prefix}{key}.")
+            else:
+                table.add_row(f"{prefix}{key}", json.dumps(value, default=str))
+
+    rows(_config_dict(cfg))
+    err_console.print(table)
+
+
+def _print_result(algorithm: str, result: Any) -> None:
+    data = result.to_dict() if hasattr(result, "to_dict") else dict(getattr(result, "__dict__", {}))
+    table = Table(title=f"{algorithm} finished", show_header=False)
+    table.add_column("")
+    table.add_column("", justify="right")
+    for key, value in data.items():
+        if isinstance(value, (list, dict)):
+            continue
+        if isinstance(value, float):
+            value = "-" if math.isnan(value) else f"{value:.4g}"
+        table.add_row(key, str(value))
+    console.print(table)
+
+
+# --------------------------------------------------------------------------- eval
+
+
+def eval_command(
+    model: str = typer.Option(..., "--model", "-m", help="Model folder (save_pretrained layout) or hub id."),
+    pivots: str = typer.Option(..., "--pivots", "-p", help="Held-out pivots: a pivot file or bundled:DOMAIN:test."),
+    k: int = typer.Option(1, "--k", "-k", min=0, help="Samples per pivot for mean@k at --temperature (0: greedy only)."),
+    temperature: float = typer.Option(1.0, "--temperature", min=0.0, help="Temperature of the mean@k samples."),
+    probes: bool = typer.Option(True, "--probes/--no-probes", help="Also score the OOD probe set (greedy exact match)."),
+    verifier: Optional[str] = typer.Option(None, "--verifier", "-v", help="Functional verifier name (default: each domain's default)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the full report as JSON."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate only the first N pivots."),
+    max_new_tokens: int = typer.Option(256, "--max-new-tokens", min=1, help="Longest generated action."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Pivots per generate call."),
+    threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1 ..."),
+) -> None:
+    """Evaluate a model: functional and strict accuracy on held-out pivots (greedy, mean@k) and OOD probes."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        fail(f"evaluation needs the train extra: pip install 'pivot-envs[train]' ({exc})")
+    from pivot_envs.trainers.evaluate import evaluate
+    from pivot_envs.trainers.sft import load_pivot_source
+
+    with user_errors():
+        pivot_list = load_pivot_source(pivots)
+    if limit is not None:
+        pivot_list = pivot_list[:limit]
+    if not pivot_list:
+        fail(f"{pivots}: no pivots to evaluate")
+    tasks: dict[str, Any] = {}
+    with progress() as bar:
+        def on_progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done)
+
+        with user_errors():
+            report = evaluate(model, pivot_list, k=k, temperature=temperature, verifier=verifier, probes=probes,
+                              seed=seed, max_new_tokens=max_new_tokens, batch_size=batch_size, num_threads=threads,
+                              device=device, progress=on_progress)
+    _print_eval(report, pivots)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(_json_safe(report), indent=1) + "\n", encoding="utf-8")
+        console.print(f"wrote {output}")
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN -> null (JSON has no NaN)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _print_eval(report: dict[str, Any], source: str) -> None:
+    fmt = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
+    k = report["settings"]["k"]
+    table = Table(title=f"eval {report['model']} on {source} (seed {report['settings']['seed']}, {report['seconds']:.1f} s)")
+    for name in ("domain", "pivots", "greedy functional", "greedy strict"):
+        table.add_column(name, justify="left" if name == "domain" else "right")
+    sampled = report["overall"]["sampled"] is not None
+    if sampled:
+        t = report["settings"]["temperature"]
+        for name in (f"mean@{k} functional (T={t:g})", f"mean@{k} strict", f"pass@{k}"):
+            table.add_column(name, justify="right")
+    table.add_column("verifier errors", justify="right")
+    rows = list(report["domains"].items())
+    if len(rows) > 1:
+        rows.append(("all", report["overall"]))
+    for name, s in rows:
+        cells = [name, str(s["pivots"]), fmt(s["greedy"]["functional"]), fmt(s["greedy"]["strict"])]
+        errors = s["greedy"]["errors"]
+        if sampled:
+            cells += [fmt(s["sampled"]["functional"]), fmt(s["sampled"]["strict"]), fmt(s["sampled"]["pass_at_k"])]
+            errors += s["sampled"]["errors"]
+        table.add_row(*cells, str(errors))
+    console.print(table)
+    probes = report.get("probes")
+    if probes:
+        kinds = "  ".join(f"{kind} {fmt(acc)}" for kind, acc in probes["by_kind"].items())
+        console.print(f"OOD probes (greedy exact match, {probes['n']} items): {fmt(probes['accuracy'])}   {kinds}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_command)
+    app.command("eval")(eval_command)

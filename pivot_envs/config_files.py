@@ -1,0 +1,456 @@
+"""Configuration files (YAML, TOML or JSON) and ``--set key=value`` overrides -> config dataclasses.
+
+::
+
+    from pivot_envs.config_files import read_config_file, apply_overrides, build_config
+
+    source = read_config_file("examples/train_sft_tiny.yaml")         # data + where each key came from
+    source = apply_overrides(source, ["lr=1e-3", "optim.betas=[0.9, 0.95]"])
+    config = build_config(SFTConfig, source, ignore=("algorithm",))
+
+* a file is a mapping; nested mappings configure nested dataclass fields, and the
+  same keys can be given with dots (``--set a.b=1``);
+* override values are parsed as YAML scalars/flow values (``3``, ``1e-3``, ``true``,
+  ``null``, ``[1, 2]``, ``out/run``) and then coerced to the field's type;
+* every key is checked against the dataclass: an unknown key is an error that
+  names it, where it came from (``FILE:LINE`` or ``--set ...``), a close match,
+  and the valid keys; a value of the wrong type names the key, the expected
+  type and the value.
+
+Types understood: ``bool``, ``int``, ``float``, ``str``, ``Path``, ``Optional``/unions,
+``Literal``, ``list``/``tuple``/``dict`` of those, nested dataclasses, ``Any``.
+Strings are coerced to numbers where the field is numeric (``"1e-3"`` -> ``0.001``:
+YAML 1.1 reads ``1e-3`` as a string), integral floats to ints (``1e3`` -> ``1000``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = ["ConfigError", "ConfigSource", "read_config_file", "parse_override", "apply_overrides", "build_config",
+           "config_keys", "coerce_value"]
+
+
+class ConfigError(ValueError):
+    """A configuration problem a user can fix; the message names the key, where it came from, and the fix."""
+
+
+@dataclass
+class ConfigSource:
+    """Configuration data and the origin of each (dotted) key.
+
+    Attributes:
+        data: the nested mapping read from the file (and overrides).
+        path: the file it was read from (``None`` when built in code).
+        origins: dotted key -> where it was set (``"train.yaml:7"``, ``"--set lr=1e-3"``).
+    """
+
+    data: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+    origins: dict[str, str] = field(default_factory=dict)
+
+    def origin(self, key: str) -> str:
+        """Where ``key`` (or its closest parent) was set; the file name when unknown."""
+        probe = key
+        while probe:
+            if probe in self.origins:
+                return self.origins[probe]
+            probe = probe.rpartition(".")[0]
+        return str(self.path) if self.path else "config"
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_config_file(path: str | Path) -> ConfigSource:
+    """Read a YAML (``.yaml``/``.yml``), TOML (``.toml``) or JSON (``.json``) config file."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: no such config file")
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        data, lines = _read_yaml(text, path)
+    elif suffix == ".toml":
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        lines = _toml_lines(text)
+    elif suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        lines = {}
+    else:
+        raise ConfigError(f"{path}: unknown config format {suffix or '(no suffix)'!r}; use .yaml, .yml, .toml or .json")
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file is a mapping of keys to values, got a {type(data).__name__}")
+    origins = {key: f"{path}:{line}" for key, line in lines.items()}
+    return ConfigSource(data=data, path=path, origins=origins)
+
+
+def _read_yaml(text: str, path: Path) -> tuple[Any, dict[str, int]]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    lines: dict[str, int] = {}
+
+    def walk(n: Any, prefix: str) -> None:
+        if isinstance(n, yaml.MappingNode):
+            for key_node, value_node in n.value:
+                key = f"{prefix}{key_node.value}"
+                lines[key] = key_node.start_mark.line + 1
+                walk(value_node, key + ".")
+
+    walk(node, "")
+    return data, lines
+
+
+_TOML_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
+_TOML_KEY = re.compile(r"^\s*([A-Za-z0-9_.\-\"' ]+?)\s*=")
+
+
+def _toml_lines(text: str) -> dict[str, int]:
+    """Best-effort line numbers of TOML keys (tables and ``key = value`` lines)."""
+    lines: dict[str, int] = {}
+    table = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        if m := _TOML_TABLE.match(line):
+            table = ".".join(part.strip().strip("\"'") for part in m.group(1).split("."))
+            lines.setdefault(table, number)
+        elif m := _TOML_KEY.match(line):
+            key = ".".join(part.strip().strip("\"'") for part in m.group(1).split("."))
+            lines.setdefault(f"{table}.{key}" if table else key, number)
+    return lines
+
+
+# --------------------------------------------------------------------------- overrides
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"a.b=VALUE"`` -> ``("a.b", value)``, the value parsed as a YAML scalar or flow collection."""
+    import yaml
+
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE (e.g. --set lr=1e-3 or --set model.name=out/base)")
+    if any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {text!r}: the key {key!r} has an empty part between dots")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw  # e.g. "a: b" or unbalanced brackets: keep the text
+    return key, value
+
+
+def apply_overrides(source: ConfigSource, overrides: Iterable[str]) -> ConfigSource:
+    """A copy of ``source`` with each ``KEY=VALUE`` override set (dotted keys address nested mappings)."""
+    import copy
+
+    data = copy.deepcopy(source.data)
+    origins = dict(source.origins)
+    for text in overrides:
+        key, value = parse_override(text)
+        parts = key.split(".")
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                prefix = ".".join(parts[: i + 1])
+                raise ConfigError(f"--set {text}: {prefix!r} is a value ({child!r}), not a section with keys")
+            node = child
+        node[parts[-1]] = value
+        origins = {k: v for k, v in origins.items() if k != key and not k.startswith(key + ".")}
+        origins[key] = f"--set {text}"
+    return ConfigSource(data=data, path=source.path, origins=origins)
+
+
+# --------------------------------------------------------------------------- building
+
+
+def config_keys(cls: type) -> list[str]:
+    """Every settable dotted key of a config dataclass (nested dataclass fields expanded)."""
+    keys: list[str] = []
+    for f, hint in _fields(cls):
+        nested = _dataclass_arm(hint)
+        if nested is not None:
+            keys.extend(f"{f.name}.{k}" for k in config_keys(nested))
+        else:
+            keys.append(f.name)
+    return keys
+
+
+def build_config(cls: type, source: ConfigSource | Mapping[str, Any], *, ignore: Sequence[str] = ()) -> Any:
+    """Validate ``source`` against the dataclass ``cls``, coerce the values, and build it.
+
+    Top-level keys in ``ignore`` (e.g. ``algorithm``) are skipped. ``cls.from_dict`` is used
+    when the class has one (with nested sections as dicts), else the constructor. Errors
+    from the class's own checks (``__post_init__``) are re-raised as :class:`ConfigError`
+    naming the source.
+    """
+    if not isinstance(source, ConfigSource):
+        source = ConfigSource(data=dict(source))
+    data = {k: v for k, v in source.data.items() if k not in ignore}
+    values = _coerce_mapping(cls, data, "", source)
+    where = str(source.path) if source.path else "config"
+    try:
+        if hasattr(cls, "from_dict"):
+            return cls.from_dict(values)
+        return _construct(cls, values)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: invalid {cls.__name__}: {exc}") from None
+
+
+def _construct(cls: type, values: dict[str, Any]) -> Any:
+    kwargs = {}
+    for f, hint in _fields(cls):
+        if f.name not in values:
+            continue
+        nested = _dataclass_arm(hint)
+        value = values[f.name]
+        kwargs[f.name] = _construct(nested, value) if nested is not None and isinstance(value, dict) else value
+    return cls(**kwargs)
+
+
+def _coerce_mapping(cls: type, data: Mapping[str, Any], prefix: str, source: ConfigSource) -> dict[str, Any]:
+    fields = dict((f.name, hint) for f, hint in _fields(cls))
+    # dotted keys inside a file ("optim.lr: 1") are accepted like nested sections
+    expanded: dict[str, Any] = {}
+    for key, value in data.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"{source.origin(prefix + str(key))}: key {key!r} must be a string")
+        head, dot, rest = key.partition(".")
+        if dot:
+            expanded.setdefault(head, {})
+            if not isinstance(expanded[head], dict):
+                raise ConfigError(f"{source.origin(prefix + key)}: {prefix + head!r} is given both as a value and as a section")
+            expanded[head][rest] = value
+        else:
+            if isinstance(expanded.get(key), dict) and isinstance(value, dict):
+                expanded[key] = {**value, **expanded[key]}
+            else:
+                expanded[key] = value
+    out: dict[str, Any] = {}
+    for key, value in expanded.items():
+        full = prefix + key
+        if key not in fields:
+            raise ConfigError(_unknown_key_message(cls, full, key, fields, source))
+        hint = fields[key]
+        nested = _dataclass_arm(hint)
+        if nested is not None and isinstance(value, dict):
+            out[key] = _coerce_mapping(nested, value, full + ".", source)
+        else:
+            out[key] = coerce_value(value, hint, full, source.origin(full))
+    return out
+
+
+def _unknown_key_message(cls: type, full: str, key: str, fields: Mapping[str, Any], source: ConfigSource) -> str:
+    valid = sorted(fields)
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (f"{source.origin(full)}: unknown key {full!r}{hint} for {cls.__name__}; "
+            f"valid keys{' under ' + full.rpartition('.')[0] if '.' in full else ''}: {', '.join(valid)}")
+
+
+def _fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: treat as Any
+        hints = {}
+    return [(f, hints.get(f.name, Any)) for f in dataclasses.fields(cls) if f.init]
+
+
+def _dataclass_arm(hint: Any) -> type | None:
+    """The dataclass type of a field annotated ``SomeConfig`` or ``SomeConfig | None``."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return hint
+    if _is_union(hint):
+        arms = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(arms) == 1:
+            return _dataclass_arm(arms[0])
+    return None
+
+
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)
+
+
+def _type_name(hint: Any) -> str:
+    if hint is type(None):
+        return "null"
+    if isinstance(hint, type):
+        return hint.__name__
+    if _is_union(hint):
+        return " or ".join(_type_name(a) for a in typing.get_args(hint))
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
+    return str(hint).replace("typing.", "")
+
+
+class _Mismatch(Exception):
+    """The value does not fit one type (internal; turned into a ConfigError naming the key)."""
+
+
+def coerce_value(value: Any, hint: Any, key: str = "value", where: str = "config") -> Any:
+    """``value`` converted to the type ``hint``; :class:`ConfigError` naming ``key`` and ``where`` if it cannot be."""
+    try:
+        return _coerce(value, hint)
+    except _Mismatch as exc:
+        detail = f" ({exc})" if str(exc) else ""
+        raise ConfigError(f"{where}: {key}: expected {_type_name(hint)}, got {value!r} "
+                          f"({type(value).__name__}){detail}") from None
+
+
+def _coerce(value: Any, hint: Any) -> Any:
+    if hint is Any or hint is typing.Any:
+        return value
+    origin = typing.get_origin(hint)
+    if _is_union(hint):
+        arms = typing.get_args(hint)
+        if value is None:
+            if type(None) in arms:
+                return None
+            raise _Mismatch("")
+        # an arm the value already is wins over coercions (e.g. int | str with "3" stays "3")
+        for arm in arms:
+            if arm is not type(None) and _is_instance(value, arm):
+                return _coerce(value, arm)
+        for arm in arms:
+            if arm is type(None):
+                continue
+            try:
+                return _coerce(value, arm)
+            except _Mismatch:
+                continue
+        raise _Mismatch("")
+    if origin is typing.Literal:
+        choices = typing.get_args(hint)
+        if value in choices:
+            return value
+        raise _Mismatch("")
+    if value is None:
+        raise _Mismatch("null is not allowed here")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _BOOLS:
+            return _BOOLS[value.strip().lower()]
+        raise _Mismatch("use true or false")
+    if hint is int:
+        if isinstance(value, bool):
+            raise _Mismatch("")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip().replace("_", ""))
+            except ValueError:
+                try:
+                    number = float(value)
+                except ValueError:
+                    raise _Mismatch("") from None
+                if number.is_integer():
+                    return int(number)
+        raise _Mismatch("")
+    if hint is float:
+        if isinstance(value, bool):
+            raise _Mismatch("")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip().replace("_", ""))
+            except ValueError:
+                raise _Mismatch("") from None
+        raise _Mismatch("")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        if isinstance(value, Path):
+            return str(value)
+        raise _Mismatch("")
+    if hint is Path:
+        if isinstance(value, (str, Path)):
+            return Path(value)
+        raise _Mismatch("")
+    if origin in (list, tuple, typing.Sequence, Sequence) or hint in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise _Mismatch("give a list, e.g. [a, b]")
+        args = typing.get_args(hint)
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            if len(args) != len(value):
+                raise _Mismatch(f"needs exactly {len(args)} items")
+            return tuple(_coerce(v, a) for v, a in zip(value, args))
+        item = args[0] if args else Any
+        items = [_coerce(v, item) for v in value]
+        return tuple(items) if (origin is tuple or hint is tuple) else items
+    if origin in (dict, typing.Mapping, Mapping) or hint is dict:
+        if not isinstance(value, dict):
+            raise _Mismatch("give a mapping, e.g. {a: 1}")
+        args = typing.get_args(hint)
+        if len(args) == 2:
+            return {_coerce(k, args[0]): _coerce(v, args[1]) for k, v in value.items()}
+        return dict(value)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):
+            return value
+        raise _Mismatch("give a section with the fields " + ", ".join(f.name for f, _ in _fields(hint)))
+    if isinstance(hint, type):
+        if isinstance(value, hint):
+            return value
+        raise _Mismatch("")
+    return value
+
+
+_BOOLS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False, "1": True, "0": False}
+
+
+def _is_instance(value: Any, hint: Any) -> bool:
+    """Whether ``value`` already has the type ``hint`` (no coercion needed); bools are not ints."""
+    if hint is Any:
+        return True
+    if typing.get_origin(hint) is typing.Literal:
+        return value in typing.get_args(hint)
+    base = typing.get_origin(hint) or hint
+    if base in (typing.Sequence, Sequence):
+        base = (list, tuple)
+    if base in (typing.Mapping, Mapping):
+        base = dict
+    if not isinstance(base, (type, tuple)):
+        return False
+    if isinstance(value, bool) and base in (int, float):
+        return False
+    if base is float and isinstance(value, int):
+        return False
+    return isinstance(value, base)

@@ -1,0 +1,474 @@
+"""``PivotRLConfig``: every knob of the PivotRL GRPO trainer, documented where it is declared.
+
+Build one in Python, from a dict (a JSON/TOML/YAML file) or from ``key=value``
+overrides (the CLI's ``--set``)::
+
+    from pivot_envs.trainers.pivotrl import PivotRLConfig
+
+    cfg = PivotRLConfig(model="out/ref-tool_use", output_dir="out/rl", steps=200, lr=1e-4)
+    cfg = PivotRLConfig.from_dict({"model": "out/ref", "lr": "1e-4"})      # strings are coerced
+    cfg = PivotRLConfig.from_file("rl.json", overrides=["steps=50", "lora_r=16"])
+    cfg.to_dict()                                                          # JSON-ready, round-trips
+
+Unknown keys fail with the key's name and the list of valid ones; bad values
+fail with the field, the value and the accepted range.
+
+Batch arithmetic (per optimiser update, on each of ``W`` processes)::
+
+    pivots_per_step pivots  x  group_size samples  = the rows of one step
+    rows split into grad_accum_steps micro-batches (memory only: the update is the same)
+    global batch = W * pivots_per_step pivots; each step makes num_iterations updates
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+ADVANTAGE_MODES = ("grpo", "dr_grpo", "pvpo")
+LOSS_AGGS = ("sample", "token")
+ZERO_VARIANCE_MODES = ("skip", "resample", "keep")
+OLD_LOGPROB_MODES = ("auto", "recompute", "sampler")
+PVPO_SOURCES = ("running", "profile")
+SCHEDULES = ("cosine", "constant")
+REPORTERS = ("tensorboard", "wandb")
+DTYPES = ("auto", "float32", "bfloat16")
+
+
+class ConfigError(ValueError):
+    """A bad PivotRL config: the message names the key (and the file, when there is one) and the fix."""
+
+
+@dataclass
+class PivotRLConfig:
+    """Configuration of :func:`pivot_envs.trainers.pivotrl.train_pivotrl` (PivotRL, Algorithm 1)."""
+
+    # ------------------------------------------------------------------ model and data
+    model: str = ""
+    """Policy to train: a ``save_pretrained`` folder (or hub id) of a causal LM with its tokenizer.
+    It is also the frozen reference pi_0 of the KL term and the starting point of a resumed run."""
+
+    output_dir: str = "out/pivotrl"
+    """Folder for ``metrics.jsonl``, ``checkpoint-NNNNNN/`` folders, ``final/`` (the trained model) and plots."""
+
+    overwrite_output_dir: bool = False
+    """Start afresh in an ``output_dir`` that already holds a run (its metrics file is replaced).
+    Without it (and without ``resume_from``) such a folder is an error, so no run is lost by accident."""
+
+    domain: str = "tool_use"
+    """Registered domain of the pivots (its action parser and default verifier are used)."""
+
+    pivots: str | None = None
+    """Pivot JSONL file D_pivot (e.g. the output of ``pivot-envs profile --filter``);
+    ``None``: the domain's bundled ``split``."""
+
+    split: str = "train"
+    """Bundled split used when ``pivots`` is ``None``."""
+
+    verifier: Any = None
+    """Verifier spec (a name, a config dict, or a JSON string of one); ``None``: the domain's default."""
+
+    strict_verifier: Any = "strict"
+    """Verifier of the strict-match diagnostics (``strict_reward_mean``, ``miss_rate``); ``None``: not computed."""
+
+    seed: int = 0
+    """Seeds the pivot order, every sampling call and torch/numpy/python RNGs: a run is reproducible."""
+
+    # ------------------------------------------------------------------ run length and batch
+    steps: int = 100
+    """Training steps; each samples one minibatch of pivots and makes ``num_iterations`` optimiser updates."""
+
+    pivots_per_step: int = 8
+    """Pivots sampled from D_pivot per step *per process* (the minibatch of Algorithm 1)."""
+
+    group_size: int = 8
+    """G: actions sampled per pivot from pi_old; the group defines the advantages."""
+
+    # ------------------------------------------------------------------ sampling (the ``hf`` agent)
+    temperature: float = 1.0
+    """Sampling temperature (> 0). The loss always uses the policy's own (temperature-1) log-probs."""
+
+    top_p: float = 1.0
+    """Nucleus sampling mass in (0, 1]; 1 = off."""
+
+    max_new_tokens: int = 256
+    """Longest sampled action in tokens; longer ones are cut (and usually fail the verifier)."""
+
+    max_prompt_tokens: int | None = None
+    """Keep the last this-many prompt tokens (left truncation, for sampling and for the loss alike);
+    ``None``: the model's context length minus ``max_new_tokens``."""
+
+    sampling_batch_size: int | None = None
+    """Pivots per ``generate`` call (each expands to ``group_size`` rows); ``None``: all of a step's pivots."""
+
+    prompt_tools: str = "auto"
+    """Where tool specs go in the prompt (``auto``, ``template``, ``system``, ``none``;
+    see :class:`pivot_envs.agents.prompting.PromptConfig`)."""
+
+    # ------------------------------------------------------------------ optimiser and schedule
+    lr: float = 1e-6
+    """Peak AdamW learning rate (``1e-6`` suits billion-parameter models; tiny models need ~``1e-3``)."""
+
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW ``(beta1, beta2)`` (not the KL coefficient, which is ``beta``)."""
+
+    adam_eps: float = 1e-8
+    """AdamW epsilon."""
+
+    lr_schedule: str = "cosine"
+    """``cosine``: linear warm-up then cosine decay to ``min_lr_ratio * lr``; ``constant``: warm-up then flat."""
+
+    warmup_steps: int = 0
+    """Optimiser updates of linear warm-up (update ``i`` uses ``lr * (i + 1) / warmup_steps``)."""
+
+    min_lr_ratio: float = 0.0
+    """Floor of the cosine decay as a fraction of ``lr``."""
+
+    grad_accum_steps: int = 1
+    """Micro-batches a step's rows are split into for the backward passes (memory only: gradients are
+    accumulated and normalised so that the update equals the one over the whole batch)."""
+
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (``0``: no clipping; the norm is still logged)."""
+
+    num_iterations: int = 1
+    """Optimiser updates per sampled batch (PPO epochs, TRL's ``num_iterations``). With more than one,
+    the ratio ``pi_theta / pi_old`` moves away from 1 and the clip starts to act."""
+
+    old_logprobs: str = "auto"
+    """Where log pi_old comes from. ``recompute``: a no-grad forward of the policy before the first update
+    (pi_old = the policy that sampled). ``auto``: the same, except that with ``num_iterations == 1`` the
+    first update's own forward, detached, is used (the same numbers, one forward fewer). ``sampler``: the
+    ``hf`` agent's scores, allowed only with ``temperature == 1`` and ``top_p == 1`` because the sampler
+    scores tokens under the tempered, truncated distribution they were drawn from, not under pi_old."""
+
+    # ------------------------------------------------------------------ loss
+    eps_low: float = 0.2
+    """Lower clip range: ratios below ``1 - eps_low`` take the clipped branch for negative advantages."""
+
+    eps_high: float = 0.2
+    """Upper clip range: ratios above ``1 + eps_high`` take the clipped branch for positive advantages
+    (DAPO's clip-higher uses ~0.28)."""
+
+    beta: float = 0.0
+    """Coefficient of the k3 KL(pi_theta || pi_0) penalty. ``> 0`` keeps a frozen copy of the initial weights
+    (with LoRA: the base model with adapters disabled, no copy); ``0``: no reference model, ``kl`` is not logged."""
+
+    loss_agg: str = "sample"
+    """``sample``: mean over each completion's tokens, then over completions (GRPO);
+    ``token``: mean over all completion tokens of the batch (DAPO)."""
+
+    # ------------------------------------------------------------------ advantages and groups
+    advantage: str = "grpo"
+    """``grpo``: ``(r - mean) / (std + eps_std)``; ``dr_grpo``: ``r - mean``;
+    ``pvpo``: ``r - V(s)`` with ``V(s)`` the profiled mean reward (``pivot.profile.mean``)."""
+
+    eps_std: float = 1e-4
+    """Added to the group's reward std in ``grpo`` advantages."""
+
+    zero_variance: str = "skip"
+    """Groups whose scored rewards are all equal. ``skip``: they contribute nothing (no surrogate, no KL);
+    ``resample``: sample the pivot again up to ``max_resample`` times, then skip; ``keep``: they stay in the
+    loss (useful with ``pvpo``, where ``r - V(s)`` is not zero for such groups)."""
+
+    max_resample: int = 2
+    """Extra sampling rounds for zero-variance groups with ``zero_variance="resample"``."""
+
+    pvpo_refresh_every: int = 0
+    """With ``advantage="pvpo"``: re-estimate ``V(s)`` every this-many steps (``0``: never, the static profile)."""
+
+    pvpo_refresh_source: str = "running"
+    """``running``: ``V(s)`` = mean of the rewards sampled at ``s`` since the last refresh (pivots not visited
+    keep theirs); ``profile``: a fresh profile of every active pivot with the current policy
+    (``group_size`` samples each; costly on large pivot sets)."""
+
+    pvpo_drop_solved: bool = True
+    """With ``pvpo``: pivots whose ``V(s)`` reaches 1 (always solved) leave the sampling pool (at the start and at
+    every refresh; the pool never becomes empty)."""
+
+    pvpo_inject_expert: bool = False
+    """Replace one sample of every group whose scored rewards are all 0 by the expert action's tokens (scored by
+    the verifier like any sample). Comes from PVPO; works with every advantage mode."""
+
+    # ------------------------------------------------------------------ checkpoints and logs
+    save_every: int = 50
+    """Save a checkpoint (model, optimiser, scheduler, RNG states, data position) every this-many steps and at
+    the last step; ``0``: no checkpoints (only ``final/``)."""
+
+    save_total_limit: int | None = 2
+    """Keep only the newest this-many checkpoints (``None``: keep all)."""
+
+    resume_from: str | None = None
+    """Continue a run: a ``checkpoint-NNNNNN`` folder, or ``"latest"`` (the newest one in ``output_dir``).
+    The resumed run equals an uninterrupted one (same weights, same metrics)."""
+
+    log_every: int = 1
+    """Log a one-line summary every this-many steps (``metrics.jsonl`` gets every step)."""
+
+    log_samples: bool = False
+    """Also write every sampled action (text, reward, error, advantage) to ``samples.jsonl``."""
+
+    report_to: list[str] = field(default_factory=list)
+    """Extra metric sinks: ``tensorboard`` (needs the ``tensorboard`` package) and/or ``wandb``."""
+
+    wandb_project: str = "pivot-envs"
+    """W&B project name when ``report_to`` has ``wandb``."""
+
+    plots: bool = True
+    """Write ``metrics.png`` (reward, KL, zero-variance fraction vs step) at the end (needs matplotlib)."""
+
+    # ------------------------------------------------------------------ hardware
+    device: str = "auto"
+    """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``; under torchrun each process takes
+    ``cuda:LOCAL_RANK``."""
+
+    bf16: bool = True
+    """On CUDA: bfloat16 autocast for sampling and every forward (weights stay float32 for full fine-tuning).
+    Ignored on CPU, where tiny models run in float32."""
+
+    model_dtype: str = "auto"
+    """Dtype the weights are loaded in: ``auto`` = float32, except the frozen base of a LoRA model on CUDA
+    (bfloat16); or ``float32`` / ``bfloat16``."""
+
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, ~30 % more compute)."""
+
+    lora_r: int = 0
+    """LoRA rank (needs ``peft``); ``0``: full fine-tuning."""
+
+    lora_alpha: int = 16
+    """LoRA scaling numerator (the update is scaled by ``lora_alpha / lora_r``)."""
+
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA path (keep 0 for exact pi_old recomputation)."""
+
+    lora_target_modules: list[str] | str = "all-linear"
+    """Modules that get adapters: a list of names (``["q_proj", "v_proj"]``) or ``"all-linear"``."""
+
+    num_threads: int | None = None
+    """torch CPU threads for the run (restored afterwards); ``None``: torch's default. Tiny models are
+    fastest on 1-2 threads."""
+
+    # ------------------------------------------------------------------ validation
+    def __post_init__(self) -> None:
+        if isinstance(self.betas, list):
+            self.betas = tuple(self.betas)  # type: ignore[assignment]
+        if isinstance(self.report_to, str):
+            self.report_to = [self.report_to] if self.report_to else []
+        if isinstance(self.verifier, str) and self.verifier.strip().startswith("{"):
+            self.verifier = _json_value("verifier", self.verifier)
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first bad field, its value and what is accepted."""
+        _positive_int(self, "steps", "pivots_per_step", "grad_accum_steps", "num_iterations", "max_new_tokens", "log_every")
+        _nonnegative(self, "warmup_steps", "max_resample", "pvpo_refresh_every", "save_every", "weight_decay",
+                     "eps_low", "eps_high", "beta", "eps_std", "max_grad_norm", "lora_r", "lora_dropout")
+        if self.group_size < 2:
+            _fail("group_size", self.group_size, ">= 2 (GRPO compares the samples of a group), e.g. group_size=8")
+        if not self.temperature > 0:
+            _fail("temperature", self.temperature, "> 0 (RL needs sampling; use the eval tools for greedy decoding)")
+        if not 0 < self.top_p <= 1:
+            _fail("top_p", self.top_p, "in (0, 1]")
+        if not self.lr > 0:
+            _fail("lr", self.lr, "> 0")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            _fail("betas", self.betas, "two numbers in [0, 1), e.g. [0.9, 0.999]")
+        if not 0 <= self.min_lr_ratio <= 1:
+            _fail("min_lr_ratio", self.min_lr_ratio, "in [0, 1]")
+        if self.eps_low >= 1:
+            _fail("eps_low", self.eps_low, "in [0, 1) (the ratio is clipped at 1 - eps_low)")
+        for name, allowed in (("advantage", ADVANTAGE_MODES), ("loss_agg", LOSS_AGGS),
+                              ("zero_variance", ZERO_VARIANCE_MODES), ("old_logprobs", OLD_LOGPROB_MODES),
+                              ("pvpo_refresh_source", PVPO_SOURCES), ("lr_schedule", SCHEDULES),
+                              ("model_dtype", DTYPES)):
+            if getattr(self, name) not in allowed:
+                _fail(name, getattr(self, name), f"one of {', '.join(allowed)}")
+        for sink in self.report_to:
+            if sink not in REPORTERS:
+                _fail("report_to", self.report_to, f"a list drawn from {', '.join(REPORTERS)}")
+        if self.old_logprobs == "sampler" and (self.temperature != 1.0 or self.top_p != 1.0):
+            _fail("old_logprobs", "sampler", "'auto' or 'recompute' unless temperature == 1 and top_p == 1: the "
+                  "sampler's scores are log-probs under the tempered/truncated distribution, not under pi_old")
+        for name in ("max_prompt_tokens", "sampling_batch_size", "num_threads", "save_total_limit"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                _fail(name, value, ">= 1 or null")
+        if self.device not in ("auto", "cpu", "cuda") and not str(self.device).startswith("cuda:"):
+            _fail("device", self.device, "auto, cpu, cuda or cuda:N")
+
+    # ------------------------------------------------------------------ (de)serialisation
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> "PivotRLConfig":
+        """Build from a dict; string values are coerced to the field's type (``"1e-3"`` -> ``0.001``).
+
+        Raises :class:`ConfigError` on an unknown key (naming it, a close match and every valid key) or a
+        value of the wrong type. ``source`` (a file name) is quoted in errors.
+        """
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source or 'PivotRL config'}: expected a mapping of settings, got {type(data).__name__}")
+        names = cls.field_names()
+        where = f"{source}: " if source else ""
+        for key in data:
+            if key not in names:
+                close = difflib.get_close_matches(str(key), names, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"{where}unknown PivotRL config key {key!r}{hint}; valid keys: {', '.join(names)}")
+        hints = typing.get_type_hints(cls)
+        values = {k: coerce_value(k, hints[k], v, where=where) for k, v in data.items()}
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}{exc}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists) that :meth:`from_dict` turns back into an equal config."""
+        out = dataclasses.asdict(self)
+        out["betas"] = list(self.betas)
+        out["report_to"] = list(self.report_to)
+        return out
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: Sequence[str] = ()) -> "PivotRLConfig":
+        """Read a JSON, TOML or YAML config file, then apply ``key=value`` overrides (values parsed as JSON
+        when they parse, else taken as text)."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        data = _parse_config_text(path, text)
+        data.update(parse_overrides(overrides))
+        return cls.from_dict(data, source=str(path))
+
+
+def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
+    """``["lr=1e-4", "report_to=[\\"tensorboard\\"]"]`` -> ``{"lr": 0.0001, "report_to": ["tensorboard"]}``."""
+    out: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not KEY=VALUE (e.g. --set lr=1e-4)")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+def coerce_value(name: str, annotation: Any, value: Any, *, where: str = "") -> Any:
+    """Coerce ``value`` (often a string from the command line) to the type of field ``name``."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if annotation is Any:
+        return value
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        if isinstance(value, str) and str in args and not value.strip().startswith("["):
+            return value
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return coerce_value(name, arg, value, where=where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{where}{name}: bad value {value!r}")
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = _json_value(name, value, where) if value.strip().startswith("[") else [v for v in value.split(",") if v]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}{name} must be a list, got {value!r}")
+        inner = args[0] if args else Any
+        items = [coerce_value(name, inner, v, where=where) for v in value]
+        return tuple(items) if origin is tuple else items
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            return value.strip().lower() in ("true", "1", "yes", "on")
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise ConfigError(f"{where}{name} must be true or false, got {value!r}")
+    if annotation in (int, float):
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}{name} must be a number, got {value!r}")
+        try:
+            number = float(value) if annotation is float else _int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}{name} must be {'an integer' if annotation is int else 'a number'}, got {value!r}") from None
+        return number
+    if annotation is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{where}{name} must be a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(value)
+    if isinstance(value, str):
+        number = float(value)
+        if not number.is_integer():
+            raise ValueError(value)
+        return int(number)
+    return int(value)
+
+
+def _json_value(name: str, text: str, where: str = "") -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}{name}: {text!r} is not valid JSON ({exc})") from None
+
+
+def _parse_config_text(path: Path, text: str) -> dict[str, Any]:
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            try:
+                import tomllib
+            except ImportError:  # Python 3.10
+                import tomli as tomllib  # type: ignore[no-redef]
+
+            return tomllib.loads(text)
+        if suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+            return data or {}
+        return json.loads(text)
+    except ImportError as exc:
+        raise ConfigError(f"{path}: reading {suffix} files needs {exc.name} (pip install {exc.name}) or use JSON") from None
+    except Exception as exc:  # noqa: BLE001 - every parser error names the file (line/column are in its message)
+        raise ConfigError(f"{path}: not valid {suffix.lstrip('.') or 'JSON'}: {exc}") from None
+
+
+def _fail(name: str, value: Any, accepted: str) -> None:
+    raise ConfigError(f"PivotRLConfig.{name} = {value!r} is invalid: it must be {accepted}")
+
+
+def _positive_int(cfg: PivotRLConfig, *names: str) -> None:
+    for name in names:
+        if getattr(cfg, name) < 1:
+            _fail(name, getattr(cfg, name), ">= 1")
+
+
+def _nonnegative(cfg: PivotRLConfig, *names: str) -> None:
+    for name in names:
+        if getattr(cfg, name) < 0:
+            _fail(name, getattr(cfg, name), ">= 0")

@@ -1,0 +1,282 @@
+"""Evaluation: functional and strict accuracy on held-out pivots, and OOD probe accuracy.
+
+::
+
+    from pivot_envs.trainers.evaluate import evaluate
+
+    report = evaluate("out/sft", "bundled:tool_use:test", k=4, seed=0)
+    report["domains"]["tool_use"]["greedy"]["functional"]    # greedy accuracy, domain verifier
+    report["overall"]["sampled"]["strict"]                   # mean@k at temperature 1, exact match
+    report["probes"]["accuracy"]                             # OOD probes, greedy exact match
+
+What is measured, per domain of the pivots and over all of them:
+
+* ``greedy``: one greedy completion per pivot (the ``hf`` agent with temperature 0),
+  scored by the functional verifier (``verifier``, default: each domain's default
+  verifier, as the env's ``step()``) and by the ``strict`` verifier;
+* ``sampled`` (when ``k >= 1`` and ``temperature > 0``): ``k`` completions per pivot at
+  ``temperature``; ``functional``/``strict`` are the mean reward over all of them
+  (mean@k), ``pass_at_k`` the share of pivots where at least one sample passed;
+* ``probes``: greedy exact match (:func:`~pivot_envs.envs_data.probes.score_probe`) on
+  the fixed OOD probe set (:func:`~pivot_envs.envs_data.probes.probe_eval_set`): the
+  forgetting measure.
+
+Accuracies are means over *scored* samples: a verifier infrastructure error
+(``VerifyResult.error``) is kept out of them and counted in ``errors``. Prompts are
+the ``hf`` agent's (:mod:`pivot_envs.agents.prompting`), as in training.
+Deterministic under ``seed``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pivot_envs.types import Pivot
+
+ProgressCallback = Callable[[str, int, int], None]
+"""``progress(phase, done, total)`` with ``phase`` in ``greedy``, ``sampled``, ``probes``."""
+
+PROBE_MAX_NEW_TOKENS = 16
+"""Longest probe answer generated (answers are a few characters)."""
+
+
+@dataclass
+class EvalSettings:
+    """Generation settings of :func:`evaluate` (recorded in the report).
+
+    Attributes:
+        k: samples per pivot for mean@k (``0``: greedy only).
+        temperature: sampling temperature of the mean@k samples.
+        seed: sampling seed.
+        max_new_tokens: longest action generated.
+        max_prompt_tokens: prompt window (left truncation); ``None``: the ``hf`` agent's default.
+        batch_size: pivots per ``generate`` call.
+        tools: where tool specs go in the prompt (the ``hf`` agent's ``tools``).
+    """
+
+    k: int = 1
+    temperature: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 256
+    max_prompt_tokens: int | None = None
+    batch_size: int = 16
+    tools: str = "auto"
+
+
+def evaluate(
+    model: str | Path | Any,
+    pivots: str | Path | Sequence[Pivot],
+    *,
+    k: int = 1,
+    temperature: float = 1.0,
+    verifier: Any = None,
+    probes: bool | Sequence[Any] = True,
+    seed: int = 0,
+    tokenizer: Any = None,
+    max_new_tokens: int = 256,
+    max_prompt_tokens: int | None = None,
+    batch_size: int = 16,
+    tools: str = "auto",
+    num_threads: int | None = 1,
+    device: str = "auto",
+    details: bool = False,
+    progress: ProgressCallback | None = None,
+) -> dict[str, Any]:
+    """Evaluate a model on held-out pivots (and the OOD probes); returns the report dict.
+
+    Args:
+        model: a model folder (or hub id), or a loaded causal LM (then pass ``tokenizer``).
+        pivots: held-out pivots: a pivot file, ``bundled:DOMAIN[:SPLIT]``, or a list.
+        k: samples per pivot at ``temperature`` for mean@k (``0``: greedy only).
+        temperature: temperature of those samples.
+        verifier: the functional verifier (name, config or object); ``None``: each pivot's
+            domain default (as the env).
+        probes: ``True``: the fixed probe set; ``False``: none; or a list of
+            :class:`~pivot_envs.envs_data.probes.ProbeItem`.
+        seed: sampling seed.
+        tokenizer: the tokenizer of a loaded model.
+        max_new_tokens: longest generated action.
+        max_prompt_tokens: prompt window; ``None``: the ``hf`` agent's default.
+        batch_size: pivots per ``generate`` call.
+        tools: where tool specs go in the prompt (as the ``hf`` agent).
+        num_threads: torch CPU threads while generating (``None``: unchanged).
+        device: for a model folder: ``auto``, ``cpu``, ``cuda``...
+        details: add ``per_pivot`` (texts and rewards of every pivot) and ``probe_rows``.
+        progress: ``progress(phase, done, total)`` after every batch.
+
+    Returns:
+        ``{"model", "settings", "pivots", "domains": {domain: summary}, "overall": summary,
+        "probes": {...} | None, "seconds"}``, where a summary is ``{"pivots", "greedy":
+        {"functional", "strict", "scored", "errors"}, "sampled": {"functional", "strict",
+        "pass_at_k", "samples", "scored", "errors"} | None}``.
+    """
+    from pivot_envs.agents.hf import HFAgent
+    from pivot_envs.profile import Scorer
+    from pivot_envs.trainers.sft import load_pivot_source
+
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    began = time.perf_counter()
+    settings = EvalSettings(k=k, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                            max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, tools=tools)
+    pivot_list = load_pivot_source(pivots)
+    common = dict(max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, tools=tools, logprobs="none",
+                  num_threads=num_threads)
+    if isinstance(model, (str, Path)):
+        greedy_agent = HFAgent(model, device=device, temperature=0.0, max_new_tokens=max_new_tokens, **common)
+        name = str(model)
+    else:
+        if tokenizer is None:
+            raise ValueError("evaluate: pass tokenizer= together with a loaded model")
+        greedy_agent = HFAgent(model, tokenizer, temperature=0.0, max_new_tokens=max_new_tokens, **common)
+        name = greedy_agent.model_path or type(model).__name__
+
+    def live(**overrides: Any) -> HFAgent:
+        """Another agent on the same loaded weights."""
+        opts = {**common, "max_new_tokens": max_new_tokens, **overrides}
+        return HFAgent(greedy_agent.model, greedy_agent.tokenizer, **opts)
+
+    scorer = Scorer(verifier)
+    greedy = _sample(greedy_agent, pivot_list, 1, seed, batch_size, "greedy", progress)
+    sampled = None
+    if k >= 1 and temperature > 0:
+        sampled = _sample(live(temperature=temperature), pivot_list, k, seed, batch_size, "sampled", progress)
+    greedy_scores = _score(scorer, pivot_list, greedy)
+    sampled_scores = _score(scorer, pivot_list, sampled) if sampled is not None else None
+
+    domains: dict[str, dict[str, Any]] = {}
+    for domain in sorted({p.domain for p in pivot_list}):
+        idx = [i for i, p in enumerate(pivot_list) if p.domain == domain]
+        domains[domain] = _summary(idx, greedy_scores, sampled_scores, k)
+    report: dict[str, Any] = {
+        "model": name,
+        "settings": asdict(settings),
+        "verifier": None if scorer.verifier is None else scorer.verifier.config(),
+        "pivots": len(pivot_list),
+        "domains": domains,
+        "overall": _summary(list(range(len(pivot_list))), greedy_scores, sampled_scores, k),
+        "probes": None,
+    }
+    if details:
+        report["per_pivot"] = [
+            {"id": p.id, "domain": p.domain, "greedy_text": greedy[i][0].text,
+             "greedy_functional": greedy_scores[i].functional[0], "greedy_strict": greedy_scores[i].strict[0],
+             "sampled_functional": None if sampled_scores is None else sampled_scores[i].functional,
+             "sampled_strict": None if sampled_scores is None else sampled_scores[i].strict}
+            for i, p in enumerate(pivot_list)
+        ]
+    if probes is not False:
+        from pivot_envs.envs_data.probes import probe_eval_set
+
+        items = probe_eval_set() if probes is True else list(probes)
+        report["probes"] = evaluate_probes(live(temperature=0.0, max_new_tokens=PROBE_MAX_NEW_TOKENS), items,
+                                           seed=seed, batch_size=batch_size, progress=progress, details=details)
+    report["seconds"] = round(time.perf_counter() - began, 3)
+    return report
+
+
+def evaluate_probes(agent: Any, items: Sequence[Any], *, seed: int = 0, batch_size: int = 16,
+                    progress: ProgressCallback | None = None, details: bool = False) -> dict[str, Any]:
+    """Greedy exact-match accuracy of ``agent`` on probe items, overall and per kind."""
+    from pivot_envs.envs_data.probes import score_probe
+
+    pivots = [item.to_pivot() for item in items]
+    groups = _sample(agent, pivots, 1, seed, batch_size, "probes", progress)
+    hits = [score_probe(g[0].text, item.answer) for g, item in zip(groups, items)]
+    by_kind: dict[str, list[bool]] = {}
+    for item, hit in zip(items, hits):
+        by_kind.setdefault(item.kind, []).append(hit)
+    out: dict[str, Any] = {
+        "n": len(items),
+        "accuracy": _mean([float(h) for h in hits]),
+        "by_kind": {kind: _mean([float(h) for h in v]) for kind, v in sorted(by_kind.items())},
+    }
+    if details:
+        out["rows"] = [{"id": item.id, "kind": item.kind, "question": item.question, "answer": item.answer,
+                        "prediction": g[0].text, "correct": hit} for item, g, hit in zip(items, groups, hits)]
+    return out
+
+
+# --------------------------------------------------------------------------- internals
+
+@dataclass
+class PivotScores:
+    """Verdicts on the samples at one pivot; ``None`` where that verifier errored.
+
+    Attributes:
+        functional: functional rewards.
+        passed: functional ``passed`` flags.
+        strict: strict rewards.
+    """
+
+    functional: list[float | None]
+    passed: list[bool | None]
+    strict: list[float | None]
+
+
+def _sample(agent: Any, pivots: Sequence[Pivot], n: int, seed: int, batch_size: int, phase: str,
+            progress: ProgressCallback | None) -> list[list[Any]]:
+    """``agent.sample`` over ``batch_size`` chunks (the hf agent batches the same way), reporting progress."""
+    out: list[list[Any]] = []
+    if progress is not None:
+        progress(phase, 0, len(pivots))
+    for start in range(0, len(pivots), batch_size):
+        out.extend(agent.sample(list(pivots[start : start + batch_size]), n, seed=seed))
+        if progress is not None:
+            progress(phase, len(out), len(pivots))
+    return out
+
+
+def _score(scorer: Any, pivots: Sequence[Pivot], groups: list[list[Any]]) -> list[PivotScores]:
+    """Functional (per-domain verifier, one ``verify_many`` per verifier) and strict verdicts of every sample."""
+    actions = [c.action for g in groups for c in g]
+    owners = [p for p, g in zip(pivots, groups) for _ in g]
+    functional: list[Any] = [None] * len(actions)
+    by_verifier: dict[int, tuple[Any, list[int]]] = {}
+    for pos, pivot in enumerate(owners):
+        v = scorer.functional_for(pivot.domain)
+        by_verifier.setdefault(id(v), (v, []))[1].append(pos)
+    for v, positions in by_verifier.values():
+        results = v.verify_many([actions[i] for i in positions], [owners[i] for i in positions])
+        for pos, result in zip(positions, results):
+            functional[pos] = result
+    strict = scorer.strict.verify_many(actions, owners) if actions else []
+    out: list[PivotScores] = []
+    pos = 0
+    for g in groups:
+        f, s = functional[pos : pos + len(g)], strict[pos : pos + len(g)]
+        out.append(PivotScores(functional=[None if r.error else float(r.reward) for r in f],
+                               passed=[None if r.error else bool(r.passed) for r in f],
+                               strict=[None if r.error else float(r.reward) for r in s]))
+        pos += len(g)
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def _summary(idx: list[int], greedy: list[PivotScores], sampled: list[PivotScores] | None, k: int) -> dict[str, Any]:
+    """Accuracies over the pivots ``idx`` (means over scored samples; errors counted apart)."""
+
+    def block(scores: list[PivotScores]) -> dict[str, Any]:
+        f = [r for i in idx for r in scores[i].functional]
+        s = [r for i in idx for r in scores[i].strict]
+        f_ok = [r for r in f if r is not None]
+        s_ok = [r for r in s if r is not None]
+        return {"functional": _mean(f_ok), "strict": _mean(s_ok), "scored": len(f_ok),
+                "errors": (len(f) - len(f_ok)) + (len(s) - len(s_ok))}
+
+    out: dict[str, Any] = {"pivots": len(idx), "greedy": block(greedy), "sampled": None}
+    if sampled is not None:
+        sampled_block = block(sampled)
+        sampled_block["samples"] = k
+        sampled_block["pass_at_k"] = _mean([float(any(p is True for p in sampled[i].passed)) for i in idx])
+        out["sampled"] = sampled_block
+    return out

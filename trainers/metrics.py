@@ -1,0 +1,188 @@
+"""Training metrics: a JSONL row every step, optional TensorBoard / W&B, PNG plots at the end.
+
+``metrics.jsonl`` holds one JSON object per step (written and flushed as the
+step ends, so a crashed run keeps what it did). Values that are undefined at a
+step (e.g. ``kl`` without a reference model, ``loss`` when no group carried a
+signal) are ``null``, never NaN. :func:`plot_metrics` draws reward, KL and the
+zero-variance fraction against the step with matplotlib (imported only there).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import warnings
+from pathlib import Path
+from typing import Any, Iterable
+
+log = logging.getLogger("pivot_envs.trainers")
+
+TIMING_KEYS = ("sample_s", "score_s", "update_s", "step_s", "tokens_per_s", "wall_s")
+"""Keys that measure wall time (they differ between two runs that are otherwise identical)."""
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe value: NaN/inf -> None, numpy/torch scalars -> float."""
+    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return number if math.isfinite(number) else None
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a ``metrics.jsonl`` file (a torn last line is ignored)."""
+    rows = []
+    p = Path(path)
+    if not p.exists():
+        return rows
+    for line in p.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # the run was killed while writing this line
+    return rows
+
+
+def truncate_metrics(path: str | Path, last_step: int) -> None:
+    """Keep the rows with ``step <= last_step`` (a resumed run rewrites the steps after its checkpoint)."""
+    p = Path(path)
+    rows = [r for r in read_metrics(p) if int(r.get("step", -1)) <= last_step]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+class MetricsLogger:
+    """Appends rows to ``metrics.jsonl`` and mirrors them to TensorBoard / W&B.
+
+    Args:
+        path: the JSONL file (appended to; a fresh run truncates it first with ``fresh=True``).
+        report_to: ``"tensorboard"`` and/or ``"wandb"``.
+        run_dir: where TensorBoard event files go (``run_dir/tensorboard``).
+        config: the run config (sent to W&B).
+        enabled: False on non-zero ranks (nothing is written).
+        fresh: start the file empty.
+        wandb_project: W&B project name.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        report_to: Iterable[str] = (),
+        run_dir: str | Path | None = None,
+        config: dict[str, Any] | None = None,
+        enabled: bool = True,
+        fresh: bool = True,
+        wandb_project: str = "pivot-envs",
+    ):
+        self.path = Path(path)
+        self.enabled = enabled
+        self._tb = None
+        self._wandb = None
+        if not enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            self.path.write_text("", encoding="utf-8")
+        self._file = self.path.open("a", encoding="utf-8")
+        sinks = list(report_to)
+        if "tensorboard" in sinks:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:
+                raise ImportError("report_to has 'tensorboard' but the tensorboard package is missing: "
+                                  "pip install tensorboard, or drop it from report_to") from exc
+            self._tb = SummaryWriter(str(Path(run_dir or self.path.parent) / "tensorboard"))
+        if "wandb" in sinks:
+            try:
+                import wandb
+            except ImportError as exc:
+                raise ImportError("report_to has 'wandb' but wandb is not installed: pip install wandb, "
+                                  "or drop it from report_to") from exc
+            self._wandb = wandb.init(project=wandb_project, config=config or {}, dir=str(run_dir or self.path.parent))
+
+    def log(self, row: dict[str, Any]) -> None:
+        """Write one step's row (flushed at once) and mirror its numbers."""
+        if not self.enabled:
+            return
+        row = clean(row)
+        self._file.write(json.dumps(row, allow_nan=False) + "\n")
+        self._file.flush()
+        step = int(row.get("step", 0))
+        numbers = {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
+        if self._tb is not None:
+            for key, value in numbers.items():
+                self._tb.add_scalar(f"train/{key}", value, step)
+            self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(numbers, step=step)
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def format_row(row: dict[str, Any]) -> str:
+    """A one-line summary of a step for the console."""
+
+    def f(key: str, fmt: str = ".3f") -> str:
+        value = row.get(key)
+        return "-" if value is None else format(value, fmt)
+
+    return (f"step {row.get('step')}: reward {f('reward_mean')} (std {f('reward_std')}) "
+            f"zero-var {f('zero_var_frac', '.2f')} masked {row.get('masked', 0)} loss {f('loss', '.4f')} "
+            f"kl {f('kl', '.4f')} clip {f('clip_fraction', '.3f')} lr {f('lr', '.2e')} "
+            f"{f('tokens_per_s', '.0f')} tok/s {f('step_s', '.2f')}s")
+
+
+PLOTTED = (("reward_mean", "reward (mean)"), ("kl", "KL(pi || pi_0), k3"), ("zero_var_frac", "zero-variance groups"))
+
+
+def plot_metrics(path: str | Path, out: str | Path) -> Path | None:
+    """Plot reward, KL and the zero-variance fraction against the step into ``out`` (PNG).
+
+    Returns the PNG path, or ``None`` (with a warning) when matplotlib is not installed or there is
+    nothing to plot.
+    """
+    rows = read_metrics(path)
+    if not rows:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        warnings.warn("matplotlib is not installed: no metrics plot (pip install matplotlib)", stacklevel=2)
+        return None
+    fig, axes = plt.subplots(1, len(PLOTTED), figsize=(4.2 * len(PLOTTED), 3.2))
+    for ax, (key, title) in zip(axes, PLOTTED):
+        points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="." if len(xs) < 60 else None, linewidth=1.2)
+        else:
+            ax.text(0.5, 0.5, "not logged" + (" (beta = 0: no reference)" if key == "kl" else ""),
+                    ha="center", va="center", transform=ax.transAxes, color="gray")
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

@@ -1,0 +1,138 @@
+"""Scoring sampled groups with the domain verifier (one ``verify_many`` call per batch).
+
+Every sample of every group goes to the verifier in ONE ``verify_many(actions,
+pivots)`` call, so verifiers that parallelise (LLM judge, sandboxed execution)
+run the whole step's samples concurrently. Actions are re-parsed from the raw
+text with the domain's parser (as :meth:`pivot_envs.env.PivotEnv.step` does).
+
+A sample whose verification failed (``VerifyResult.error``: judge down,
+sandbox crash...) is *masked*: ``valid = False``, it is counted, and it never
+enters the group statistics or the loss as a 0 or a 1. A verifier whose
+``verify_many`` raises (a bug in a third-party verifier) masks the whole batch
+with that error instead of killing the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from pivot_envs.actions import parse_action as default_parse
+from pivot_envs.trainers.sampling import Group
+from pivot_envs.types import Action, Pivot, VerifyResult
+from pivot_envs.verifiers import Verifier
+
+
+@dataclass
+class GroupScores:
+    """Verifier results of one group, aligned with its completions.
+
+    Attributes:
+        rewards: functional rewards (0.0 where masked).
+        valid: False where the verifier errored (masked samples).
+        passed: the verifier's pass flags (False where masked).
+        errors: the error text of masked samples, else None.
+        strict: strict-match rewards (None where the strict verifier errored or is off).
+    """
+
+    rewards: list[float]
+    valid: list[bool]
+    passed: list[bool]
+    errors: list[str | None]
+    strict: list[float | None]
+
+    @property
+    def masked(self) -> int:
+        return sum(1 for ok in self.valid if not ok)
+
+    @property
+    def scored_rewards(self) -> list[float]:
+        return [r for r, ok in zip(self.rewards, self.valid) if ok]
+
+
+def score_groups(
+    verifier: Verifier,
+    groups: Sequence[Group],
+    *,
+    parse: Callable[[str], Action] = default_parse,
+    strict_verifier: Verifier | None = None,
+) -> list[GroupScores]:
+    """Score every completion of ``groups``; returns one :class:`GroupScores` per group."""
+    actions = [parse(c.text) for g in groups for c in g.completions]
+    pivots = [g.pivot for g in groups for _ in g.completions]
+    results = _verify(verifier, actions, pivots)
+    strict = _verify(strict_verifier, actions, pivots) if strict_verifier is not None else [None] * len(actions)
+    out, i = [], 0
+    for g in groups:
+        n = len(g.completions)
+        chunk, strict_chunk = results[i : i + n], strict[i : i + n]
+        i += n
+        out.append(GroupScores(
+            rewards=[0.0 if r.error else float(r.reward) for r in chunk],
+            valid=[r.error is None for r in chunk],
+            passed=[r.error is None and bool(r.passed) for r in chunk],
+            errors=[r.error for r in chunk],
+            strict=[None if s is None or s.error else float(s.reward) for s in strict_chunk],
+        ))
+    return out
+
+
+def _verify(verifier: Verifier, actions: list[Action], pivots: list[Pivot]) -> list[VerifyResult]:
+    if not actions:
+        return []
+    name = getattr(verifier, "name", type(verifier).__name__)
+    try:
+        results = list(verifier.verify_many(actions, pivots))
+    except Exception as exc:  # noqa: BLE001 - a verifier bug masks the batch, it does not end the run
+        return [VerifyResult.failure(name, f"verify_many raised {type(exc).__name__}: {exc}")] * len(actions)
+    if len(results) != len(actions):
+        error = f"verify_many returned {len(results)} results for {len(actions)} actions"
+        return [VerifyResult.failure(name, error)] * len(actions)
+    for k, r in enumerate(results):
+        if not isinstance(r, VerifyResult):
+            results[k] = VerifyResult.failure(name, f"verify_many returned {type(r).__name__}, not a VerifyResult")
+        elif r.error is None and not 0.0 <= float(r.reward) <= 1.0:
+            results[k] = VerifyResult.failure(name, f"reward {r.reward!r} is outside [0, 1]")
+    return results
+
+
+class ValueTable:
+    """PVPO's static baseline ``V(s)`` per pivot id, and the running window it is re-estimated from.
+
+    ``V(s)`` starts as the profiled mean reward (``pivot.profile.mean``). :meth:`observe` adds rewards
+    sampled at ``s``; :meth:`refresh` sets ``V(s)`` to the mean of the window for every pivot seen since
+    the last refresh (the others keep theirs) and clears the window.
+    """
+
+    def __init__(self, values: dict[str, float] | None = None):
+        self.values: dict[str, float] = dict(values or {})
+        self.window: dict[str, list[float]] = {}  # id -> [sum, count]
+
+    def __getitem__(self, pivot_id: str) -> float:
+        return self.values[pivot_id]
+
+    def observe(self, pivot_id: str, rewards: Sequence[float]) -> None:
+        acc = self.window.setdefault(pivot_id, [0.0, 0.0])
+        acc[0] += float(sum(rewards))
+        acc[1] += float(len(rewards))
+
+    def refresh(self) -> int:
+        """Apply the window; returns how many pivots got a new ``V(s)``."""
+        updated = 0
+        for pivot_id, (total, count) in self.window.items():
+            if count > 0:
+                self.values[pivot_id] = total / count
+                updated += 1
+        self.window = {}
+        return updated
+
+    def solved(self) -> list[str]:
+        """Pivots whose ``V(s)`` is 1 (every sample passed)."""
+        return [k for k, v in self.values.items() if v >= 1.0]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"values": dict(self.values), "window": {k: list(v) for k, v in self.window.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.values = {str(k): float(v) for k, v in state["values"].items()}
+        self.window = {str(k): [float(v[0]), float(v[1])] for k, v in state["window"].items()}

@@ -1,0 +1,641 @@
+"""The SFT baseline: next-token loss of the expert action at every pivot (same data as PivotRL).
+
+::
+
+    from pivot_envs.trainers.sft import SFTConfig, train_sft
+
+    result = train_sft(SFTConfig(model="out/base", pivots="pivots.jsonl", output_dir="out/sft", steps=200))
+    # out/sft/final/       the trained model (save_pretrained layout; --agent hf:out/sft/final)
+    # out/sft/metrics.jsonl, metrics.png, sft_config.json, train_result.json, checkpoint-NNNNNN/
+
+The settings share their names and meaning with
+:class:`~pivot_envs.trainers.config.PivotRLConfig` wherever the concept is the same
+(``model``, ``output_dir``, ``pivots``/``domain``/``split``, ``steps``, ``lr``,
+``lr_schedule``, ``warmup_steps``, ``grad_accum_steps``, ``save_every``, ``resume_from``...),
+so one config file drives both arms with only ``algorithm`` changed.
+
+Example of one pivot: the prompt is the pivot's context rendered exactly as the
+``hf`` agent renders it (:func:`pivot_envs.agents.prompting.encode_prompt`: the
+chat template with the pivot's tools and the open assistant turn), cut from the
+left to ``max_prompt_tokens``; the target is :func:`~pivot_envs.agents.prompting.action_target`
+of the expert message (Hermes text: content, then ``<tool_call>`` blocks) followed
+by the end-of-sequence token. The loss is the mean token NLL over all target
+tokens of an optimiser step, so a trained model emits text that parses back into
+the expert's action.
+
+Batches: the pivots are shuffled once per epoch under ``seed`` and taken in
+order, ``batch_size`` per optimiser step (split into ``grad_accum_steps``
+micro-batches for memory; the update is the same); the examples of step ``s``
+depend only on ``(seed, s)``, so a resumed run sees the batches an uninterrupted
+one would.
+
+Checkpoints: every ``save_every`` steps and at the last step the model,
+optimiser, scheduler and torch RNG state go to ``output_dir/checkpoint-NNNNNN``
+(written to a temporary folder, then renamed); ``resume_from="latest"`` (or a
+checkpoint folder) continues a run and ends with the same weights and metrics as
+an uninterrupted one. The metrics file is cut back to the checkpoint's step on
+resume, so it never has duplicate steps. A folder that already holds a run is
+an error unless ``resume_from`` or ``overwrite_output_dir`` is given.
+
+Metrics (``metrics.jsonl``, one JSON object per step; the common keys are the
+PivotRL trainer's): ``step``, ``loss``, ``lr``, ``grad_norm``, ``tokens`` (prompt
++ target tokens processed in the step), ``loss_tokens`` (target tokens),
+``tokens_per_s``, ``step_time``, ``elapsed``, ``epoch``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pivot_envs.types import Pivot
+
+logger = logging.getLogger(__name__)
+
+StepCallback = Callable[[dict[str, Any]], None]
+"""Called after every optimiser step with that step's metrics (the keys of ``metrics.jsonl``)."""
+
+STATE_FILE = "trainer_state.pt"
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "metrics.png"
+CONFIG_FILE = "sft_config.json"
+RESULT_FILE = "train_result.json"
+FINAL_DIR = "final"
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
+GENERATION_ROOM = 256
+"""Completion room assumed for the default prompt window (the ``hf`` agent's default ``max_new_tokens``)."""
+
+LR_SCHEDULES = ("cosine", "constant")
+DTYPES = ("auto", "float32", "bfloat16")
+
+RESUME_INVARIANT = ("model", "domain", "pivots", "split", "seed", "steps", "batch_size", "lr", "weight_decay",
+                    "betas", "adam_eps", "lr_schedule", "warmup_steps", "min_lr_ratio", "max_grad_norm",
+                    "max_prompt_tokens", "max_action_tokens", "prompt_tools", "model_dtype")
+"""Settings a checkpoint must share with the run that resumes it (the rest: logging, saving, hardware)."""
+
+
+@dataclass
+class SFTConfig:
+    """Settings of the SFT baseline (names as in ``PivotRLConfig`` where the concept is shared).
+
+    Attributes:
+        model: the base model: a ``save_pretrained`` folder (or hub id) of a causal LM with its tokenizer.
+        output_dir: folder for ``final/`` (the trained model), ``metrics.jsonl``, ``metrics.png``,
+            ``checkpoint-NNNNNN/`` folders, ``sft_config.json`` and ``train_result.json``.
+        overwrite_output_dir: start afresh in an ``output_dir`` that already holds a run (its metrics,
+            checkpoints and final model are removed). Without it (and without ``resume_from``) such a
+            folder is an error, so no run is lost by accident.
+        domain: domain of the bundled pivots used when ``pivots`` is ``None``.
+        pivots: the training pivots: a pivot JSONL file (ours or NeMo Gym rows) or
+            ``bundled:DOMAIN[:SPLIT]``; ``None``: the bundled ``split`` of ``domain``. Give the file
+            the PivotRL run trains on to compare the arms on the same data.
+        split: bundled split used when ``pivots`` is ``None``.
+        seed: seeds the per-epoch shuffles and torch.
+        steps: optimiser steps.
+        batch_size: pivots per optimiser step.
+        grad_accum_steps: micro-batches a step's pivots are split into for the backward passes
+            (memory only: the update is the same).
+        lr: peak AdamW learning rate.
+        weight_decay: AdamW decoupled weight decay.
+        betas: AdamW ``(beta1, beta2)``.
+        adam_eps: AdamW epsilon.
+        lr_schedule: ``cosine`` (linear warm-up, then cosine decay to ``min_lr_ratio * lr``) or
+            ``constant`` (warm-up, then flat); the PivotRL trainer's schedule.
+        warmup_steps: optimiser steps of linear warm-up.
+        min_lr_ratio: floor of the cosine decay as a fraction of ``lr``.
+        max_grad_norm: clip the global gradient norm to this (``0``: no clipping; the norm is still logged).
+        max_prompt_tokens: keep the last this-many prompt tokens (left truncation); ``None``: as the
+            ``hf`` agent keeps them with its default ``max_new_tokens`` (the smaller of the model's
+            positions and the tokenizer's ``model_max_length``, minus 256).
+        max_action_tokens: cut expert actions longer than this (the agent cannot emit more anyway).
+        prompt_tools: where tool specs go in the prompt (``auto``, ``template``, ``system``, ``none``;
+            as the ``hf`` agent's ``tools``).
+        save_every: save a checkpoint every this-many steps and at the last step (``0``: only ``final/``).
+        save_total_limit: keep only the newest this-many checkpoints (``None``: all).
+        resume_from: continue a run: a ``checkpoint-NNNNNN`` folder, or ``"latest"`` (the newest in
+            ``output_dir``).
+        log_every: log a one-line summary every this-many steps (``metrics.jsonl`` gets every step).
+        plots: write ``metrics.png`` (loss, gradient norm and learning rate vs step; needs matplotlib).
+        device: ``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:N``.
+        model_dtype: dtype the weights are loaded and trained in: ``auto`` (= ``float32``), ``float32``
+            or ``bfloat16``.
+        num_threads: torch CPU threads while training (restored afterwards; ``None``: torch's setting).
+    """
+
+    model: str = ""
+    output_dir: str = "out/sft"
+    overwrite_output_dir: bool = False
+    domain: str = "tool_use"
+    pivots: str | None = None
+    split: str = "train"
+    seed: int = 0
+    steps: int = 100
+    batch_size: int = 8
+    grad_accum_steps: int = 1
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    lr_schedule: str = "cosine"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.0
+    max_grad_norm: float = 1.0
+    max_prompt_tokens: int | None = None
+    max_action_tokens: int = 256
+    prompt_tools: str = "auto"
+    save_every: int = 0
+    save_total_limit: int | None = 2
+    resume_from: str | None = None
+    log_every: int = 10
+    plots: bool = True
+    device: str = "auto"
+    model_dtype: str = "auto"
+    num_threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.betas, list):
+            self.betas = tuple(self.betas)  # type: ignore[assignment]
+        for name in ("steps", "batch_size", "grad_accum_steps", "max_action_tokens", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SFTConfig.{name} = {getattr(self, name)!r} is invalid: it must be >= 1")
+        for name in ("warmup_steps", "save_every", "weight_decay", "max_grad_norm"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"SFTConfig.{name} = {getattr(self, name)!r} is invalid: it must be >= 0")
+        if self.grad_accum_steps > self.batch_size:
+            raise ValueError(f"SFTConfig.grad_accum_steps = {self.grad_accum_steps} is invalid: it must be <= "
+                             f"batch_size ({self.batch_size}), each micro-batch needs a pivot")
+        if not self.lr > 0:
+            raise ValueError(f"SFTConfig.lr = {self.lr!r} is invalid: it must be > 0")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"SFTConfig.betas = {self.betas!r} is invalid: it must be two numbers in [0, 1)")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"SFTConfig.min_lr_ratio = {self.min_lr_ratio!r} is invalid: it must be in [0, 1]")
+        for name, allowed in (("lr_schedule", LR_SCHEDULES), ("model_dtype", DTYPES),
+                              ("prompt_tools", ("auto", "template", "system", "none"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"SFTConfig.{name} = {getattr(self, name)!r} is invalid: it must be one of "
+                                 f"{', '.join(allowed)}")
+        for name in ("max_prompt_tokens", "save_total_limit", "num_threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"SFTConfig.{name} = {value!r} is invalid: it must be >= 1 or null")
+        if self.device not in ("auto", "cpu", "cuda") and not str(self.device).startswith("cuda:"):
+            raise ValueError(f"SFTConfig.device = {self.device!r} is invalid: it must be auto, cpu, cuda or cuda:N")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists) that :meth:`from_dict` turns back into an equal config."""
+        out = asdict(self)
+        out["betas"] = list(self.betas)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SFTConfig":
+        """Build from a dict; unknown keys are an error naming them and the valid ones.
+
+        Values are taken as they are: :func:`pivot_envs.config_files.build_config` coerces
+        strings from files and ``--set`` first.
+        """
+        names = [f.name for f in fields(cls)]
+        unknown = [k for k in data if k not in names]
+        if unknown:
+            raise ValueError(f"unknown SFTConfig key {unknown[0]!r}; valid keys: {', '.join(names)}")
+        return cls(**data)
+
+
+@dataclass
+class SFTResult:
+    """What :func:`train_sft` did (also saved as ``train_result.json`` in ``output_dir``).
+
+    Attributes:
+        output_dir: the run folder.
+        final_dir: the trained model (``output_dir/final``).
+        steps: optimiser steps done in total (including the ones before a resume).
+        final_loss: loss of the last step.
+        losses: loss of every step.
+        tokens: prompt + target tokens processed over all steps.
+        loss_tokens: target tokens the loss was taken on, over all steps.
+        seconds: wall time of this call's training loop.
+        train_pivots: pivots trained on.
+        resumed_from: the checkpoint step this run continued from (``None``: from scratch).
+        metrics_path: the metrics JSONL.
+        plot_path: the metrics plot (``None`` when not drawn).
+    """
+
+    output_dir: str
+    final_dir: str
+    steps: int
+    final_loss: float
+    losses: list[float] = field(default_factory=list)
+    tokens: int = 0
+    loss_tokens: int = 0
+    seconds: float = 0.0
+    train_pivots: int = 0
+    resumed_from: int | None = None
+    metrics_path: str | None = None
+    plot_path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def load_pivot_source(source: str | Path | Sequence[Pivot]) -> list[Pivot]:
+    """Pivots from a file (ours or NeMo Gym rows), ``bundled:DOMAIN[:SPLIT]``, or a list of pivots."""
+    if not isinstance(source, (str, Path)):
+        return [p if isinstance(p, Pivot) else Pivot.from_dict(p) for p in source]
+    text = str(source)
+    if not text:
+        raise ValueError("no pivots given: a pivot JSONL file or bundled:DOMAIN[:SPLIT]")
+    if text.startswith("bundled:"):
+        domain, _, split = text[len("bundled:"):].partition(":")
+        return _bundled(domain, split or "train", text)
+    path = Path(text)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such pivot file (give a pivot JSONL or bundled:DOMAIN[:SPLIT])")
+    from pivot_envs.formats import read_pivots
+
+    return read_pivots(path)
+
+
+def _bundled(domain: str, split: str, label: str) -> list[Pivot]:
+    from pivot_envs.domains import get_domain
+
+    loader = get_domain(domain).load_pivots
+    if loader is None:
+        raise ValueError(f"{label}: domain {domain!r} ships no bundled data; give a pivot file")
+    return list(loader(split))
+
+
+def training_pivots(config: SFTConfig) -> list[Pivot]:
+    """The pivots of ``config``: ``pivots`` (a file or ``bundled:...``), else the bundled ``split`` of ``domain``."""
+    if config.pivots is None:
+        return _bundled(config.domain, config.split, f"domain {config.domain!r}")
+    return load_pivot_source(config.pivots)
+
+
+def default_prompt_tokens(model: Any, tokenizer: Any, room: int = GENERATION_ROOM) -> int | None:
+    """The prompt window the ``hf`` agent keeps by default (positions or ``model_max_length``, minus ``room``)."""
+    limits = [getattr(model.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
+    limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 10**7]
+    return max(16, min(limits) - room) if limits else None
+
+
+def encode_example(tokenizer: Any, pivot: Pivot, *, max_prompt_tokens: int | None, max_action_tokens: int,
+                   tools: str = "auto") -> tuple[list[int], list[int]]:
+    """``(prompt ids, target ids)`` of one pivot: the agent's prompt and the expert action + end of turn."""
+    from pivot_envs.agents.prompting import PromptConfig, action_target, encode_prompt
+
+    prompt = encode_prompt(tokenizer, pivot, PromptConfig(tools=tools, max_prompt_tokens=max_prompt_tokens))
+    target = tokenizer(action_target(pivot.expert), add_special_tokens=False, verbose=False)["input_ids"]
+    return prompt, list(target[:max_action_tokens]) + [tokenizer.eos_token_id]
+
+
+class BatchPlan:
+    """Which examples each step takes: per-epoch permutations under ``seed``, a pure function of the step."""
+
+    def __init__(self, n: int, seed: int, batch_size: int):
+        if n < 1:
+            raise ValueError("no training examples")
+        self.n, self.seed, self.batch_size = n, seed, batch_size
+        self._perm_cache: tuple[int, list[int]] | None = None
+
+    def _perm(self, epoch: int) -> list[int]:
+        if self._perm_cache is None or self._perm_cache[0] != epoch:
+            order = list(range(self.n))
+            random.Random(f"pivot-envs-sft:{self.seed}:{epoch}").shuffle(order)
+            self._perm_cache = (epoch, order)
+        return self._perm_cache[1]
+
+    def batch(self, step: int) -> list[int]:
+        """Example indices of optimiser step ``step`` (0-based)."""
+        start = step * self.batch_size
+        return [self._perm(pos // self.n)[pos % self.n] for pos in range(start, start + self.batch_size)]
+
+    def epoch(self, steps_done: int) -> float:
+        """Epochs (passes over the examples) completed after ``steps_done`` steps."""
+        return steps_done * self.batch_size / self.n
+
+
+def split_micro(items: list[Any], parts: int) -> list[list[Any]]:
+    """``items`` cut into ``parts`` consecutive chunks of near-equal size (none empty when ``parts <= len``)."""
+    size, extra = divmod(len(items), parts)
+    out, start = [], 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        out.append(items[start:end])
+        start = end
+    return [chunk for chunk in out if chunk]
+
+
+def collate(rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: Any):
+    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 outside the targets)."""
+    import torch
+
+    width = max(len(p) + len(t) for p, t in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (prompt, target) in enumerate(rows):
+        seq = prompt + target
+        ids[i, : len(seq)] = torch.tensor(seq)
+        labels[i, len(prompt) : len(seq)] = torch.tensor(target)
+        mask[i, : len(seq)] = 1
+    return ids.to(device), mask.to(device), labels.to(device)
+
+
+def token_nll_sum(model: Any, ids: Any, mask: Any, labels: Any):
+    """Sum of the next-token NLL over the label tokens (the loss of a micro-batch before normalising)."""
+    import torch
+
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+    target = labels[:, 1:]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                             ignore_index=-100, reduction="sum")
+
+
+def expert_nll(model: Any, tokenizer: Any, pivots: Sequence[Pivot], *, max_prompt_tokens: int | None = None,
+               max_action_tokens: int = 256, tools: str = "auto", batch_size: int = 8) -> float:
+    """Mean token NLL of the expert actions at ``pivots`` under ``model`` (the SFT loss, no gradient)."""
+    import torch
+
+    window = max_prompt_tokens or default_prompt_tokens(model, tokenizer)
+    rows = [encode_example(tokenizer, p, max_prompt_tokens=window, max_action_tokens=max_action_tokens, tools=tools)
+            for p in pivots]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            total += float(token_nll_sum(model, *collate(chunk, pad_id, device)))
+            count += sum(len(t) for _, t in chunk)
+    model.train(was_training)
+    return total / max(1, count)
+
+
+# --------------------------------------------------------------------------- training
+
+
+def train_sft(config: SFTConfig, callback: StepCallback | None = None) -> SFTResult:
+    """Train the SFT baseline described by ``config``; returns what it did (see the module docstring).
+
+    ``callback(metrics)`` is called after every step with the row written to ``metrics.jsonl``.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pivot_envs.trainers.schedule import build_scheduler
+
+    out = Path(config.output_dir)
+    ckpt = _prepare_output(out, config)
+    state = _load_state(ckpt, config) if ckpt is not None else None
+    pivots = training_pivots(config)
+    if not pivots:
+        raise ValueError(f"{config.pivots or config.domain}: no pivots to train on")
+    device = _device(config.device)
+    source = str(ckpt) if ckpt is not None else config.model
+    dtype = torch.bfloat16 if config.model_dtype == "bfloat16" else torch.float32
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device)
+    except OSError as exc:
+        raise OSError(f"sft: cannot load a causal LM from {source!r} (model: {config.model!r}): {exc}") from exc
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"{config.model}: the tokenizer has no eos token; SFT needs one to end the action")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    window = config.max_prompt_tokens or default_prompt_tokens(model, tokenizer)
+    examples = [encode_example(tokenizer, p, max_prompt_tokens=window, max_action_tokens=config.max_action_tokens,
+                               tools=config.prompt_tools) for p in pivots]
+    plan = BatchPlan(len(examples), config.seed, config.batch_size)
+
+    torch.manual_seed(config.seed)
+    optim = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas, eps=config.adam_eps,
+                              weight_decay=config.weight_decay)
+    sched = build_scheduler(optim, warmup_steps=config.warmup_steps, total_steps=config.steps,
+                            schedule=config.lr_schedule, min_lr_ratio=config.min_lr_ratio)
+    start_step = 0
+    if state is not None:
+        optim.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        start_step = int(state["step"])
+    metrics_path = out / METRICS_FILE
+    _cut_metrics(metrics_path, start_step)
+    (out / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+    model.train()
+    began = time.perf_counter()
+    with _threads(config.num_threads), open(metrics_path, "a", encoding="utf-8") as log:
+        for step in range(start_step, config.steps):
+            t0 = time.perf_counter()
+            batch = [examples[i] for i in plan.batch(step)]
+            total_targets = sum(len(t) for _, t in batch)
+            optim.zero_grad(set_to_none=True)
+            loss_sum, tokens = 0.0, 0
+            for micro in split_micro(batch, config.grad_accum_steps):
+                ids, mask, labels = collate(micro, pad_id, device)
+                nll = token_nll_sum(model, ids, mask, labels)
+                (nll / total_targets).backward()
+                loss_sum += float(nll.detach())
+                tokens += int(mask.sum())
+            clip = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+            lr = optim.param_groups[0]["lr"]
+            optim.step()
+            sched.step()
+            dt = time.perf_counter() - t0
+            row = {"step": step + 1, "loss": loss_sum / total_targets, "lr": lr, "grad_norm": grad_norm,
+                   "tokens": tokens, "loss_tokens": total_targets, "tokens_per_s": tokens / dt if dt > 0 else 0.0,
+                   "step_time": dt, "elapsed": time.perf_counter() - began, "epoch": plan.epoch(step + 1)}
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
+                logger.info("sft step %d/%d loss %.4f lr %.3g grad_norm %.3g %.0f tokens/s", step + 1, config.steps,
+                            row["loss"], lr, grad_norm, row["tokens_per_s"])
+            if config.save_every and ((step + 1) % config.save_every == 0 or step + 1 == config.steps):
+                _save_checkpoint(out, model, tokenizer, optim, sched, step + 1, config)
+            if callback is not None:
+                callback(row)
+    seconds = time.perf_counter() - began
+
+    model.eval()
+    final = out / FINAL_DIR
+    _save_model(final, model, tokenizer)
+    rows = read_metrics(metrics_path)
+    result = SFTResult(
+        output_dir=str(out), final_dir=str(final), steps=config.steps,
+        final_loss=rows[-1]["loss"] if rows else math.nan, losses=[r["loss"] for r in rows],
+        tokens=sum(r["tokens"] for r in rows), loss_tokens=sum(r["loss_tokens"] for r in rows),
+        seconds=round(seconds, 3), train_pivots=len(pivots), resumed_from=start_step if state is not None else None,
+        metrics_path=str(metrics_path),
+    )
+    if config.plots:
+        result.plot_path = plot_metrics(metrics_path, out / PLOT_FILE, keys=("loss", "grad_norm", "lr"),
+                                        title=f"SFT of {Path(config.model).name}")
+    (out / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
+    return result
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a metrics JSONL (a torn last line, from a killed run, is skipped)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def plot_metrics(metrics_path: str | Path, png: str | Path, *, keys: Sequence[str] = ("loss",),
+                 title: str = "training") -> str | None:
+    """Plot ``keys`` of a metrics JSONL against ``step`` into ``png``; ``None`` (and a warning) without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning("matplotlib is not installed: no plot written (pip install matplotlib)")
+        return None
+    rows = read_metrics(metrics_path)
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+        ax.plot([p[0] for p in points], [p[1] for p in points], color="#4c72b0")
+        ax.set_xlabel("step")
+        ax.set_ylabel(key)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    png = Path(png)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return str(png)
+
+
+def checkpoints(output_dir: str | Path) -> list[Path]:
+    """The ``checkpoint-NNNNNN`` folders of a run, oldest first."""
+    out = Path(output_dir)
+    if not out.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in out.iterdir() if p.is_dir() and (m := CHECKPOINT_PATTERN.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+# --------------------------------------------------------------------------- internals
+
+
+def _prepare_output(out: Path, config: SFTConfig) -> Path | None:
+    """Check/clean ``output_dir`` and return the checkpoint to resume from (``None``: a fresh run)."""
+    if config.resume_from is not None:
+        if config.resume_from == "latest":
+            found = checkpoints(out)
+            if not found:
+                raise FileNotFoundError(f"resume_from=latest: {out} has no checkpoint-NNNNNN folder to resume from "
+                                        "(set save_every > 0 so that runs save them)")
+            return found[-1]
+        path = Path(config.resume_from)
+        if not (path / STATE_FILE).exists():
+            raise FileNotFoundError(f"resume_from={config.resume_from}: not a checkpoint folder (no {STATE_FILE})")
+        return path
+    existing = [p for p in (out / METRICS_FILE, out / FINAL_DIR, out / RESULT_FILE) if p.exists()] + checkpoints(out)
+    if existing:
+        if not config.overwrite_output_dir:
+            raise ValueError(f"{out} already holds a run ({existing[0].name}); set resume_from=latest to continue it, "
+                             "overwrite_output_dir=true to start over, or choose another output_dir")
+        for path in existing + [out / PLOT_FILE]:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def _device(name: str) -> Any:
+    import torch
+
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def _threads(n: int | None):
+    from pivot_envs.trainers.distributed import torch_threads
+
+    return torch_threads(n)
+
+
+def _save_model(folder: Path, model: Any, tokenizer: Any) -> None:
+    """``save_pretrained`` into a temporary folder, then rename it into place."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+
+
+def _save_checkpoint(out: Path, model: Any, tokenizer: Any, optim: Any, sched: Any, step: int,
+                     config: SFTConfig) -> Path:
+    """Write ``checkpoint-{step:06d}`` (model, tokenizer, optimiser, scheduler, RNG) and prune old ones."""
+    import torch
+
+    folder = out / f"checkpoint-{step:06d}"
+    tmp = out / f".checkpoint-{step:06d}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    torch.save({"step": step, "optimizer": optim.state_dict(), "scheduler": sched.state_dict(),
+                "torch_rng": torch.get_rng_state(), "config": config.to_dict()}, tmp / STATE_FILE)
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+    if config.save_total_limit is not None:
+        for old in checkpoints(out)[: -config.save_total_limit]:
+            shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+def _load_state(ckpt: Path, config: SFTConfig) -> dict[str, Any]:
+    """The checkpoint's trainer state, after checking it belongs to this run's settings."""
+    import torch
+
+    state = torch.load(ckpt / STATE_FILE, map_location="cpu", weights_only=False)
+    old = state.get("config", {})
+    now = config.to_dict()
+    diff = [k for k in RESUME_INVARIANT if old.get(k) != now.get(k)]
+    if diff:
+        shown = ", ".join(f"{k}: checkpoint {old.get(k)!r} vs now {now.get(k)!r}" for k in diff)
+        raise ValueError(f"{ckpt}: checkpoint of a run with other settings ({shown}); resume with the same settings "
+                         "or start a new run (another output_dir, or overwrite_output_dir=true)")
+    return state
+
+
+def _cut_metrics(path: Path, step: int) -> None:
+    """Drop metrics rows after ``step`` (a resumed run rewrites them)."""
+    if not path.exists():
+        return
+    keep = [r for r in read_metrics(path) if int(r.get("step", 0)) <= step]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in keep), encoding="utf-8")
+    os.replace(tmp, path)
