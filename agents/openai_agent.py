@@ -25,6 +25,12 @@ Works with ``vllm serve``, SGLang, ``transformers serve`` and OpenAI itself::
   URLs tried and what each answered.
 * Seeds: each request carries ``seed`` derived from ``(seed, pivot id[, sample
   index])``; whether the server honours it is up to the server.
+
+``transformers serve`` drops the ``content`` of assistant messages that carry
+``tool_calls``; with ``tool_calls_as_text=True`` earlier actions are sent as their
+Hermes text instead, which chat templates that render tool calls as Hermes text
+(the tiny reference models of :mod:`pivot_envs.reference_model`) turn into the
+very prompt the ``hf`` agent builds locally.
 """
 
 from __future__ import annotations
@@ -121,6 +127,11 @@ class OpenAIAgent(Agent):
         self._logprobs_ok = self.settings.logprobs
         self._turn = itertools.count()
         self.requests = 0  # requests sent (all attempts), for reports and tests
+
+    @property
+    def n_supported(self) -> bool | None:
+        """Whether the server answers ``n`` choices per request (``None``: not known yet)."""
+        return self._n_ok
 
     # --- Agent API ---------------------------------------------------------------------------
     def sample(self, pivots: Sequence[Pivot], n: int, *, seed: int | None = None) -> list[list[Completion]]:

@@ -10,8 +10,8 @@ paper's OOD table).
 
 Families (``PROBE_KINDS``)::
 
-    add     What is 17 + 25?                          -> 42
-    sub     What is 31 - 9?                           -> 22
+    add     What is 7 + 5?                            -> 12
+    sub     What is 9 - 4?                            -> 5
     lookup  In the list a=3, b=9, c=1, what is b?     -> 9
 
 Each item is a chat exchange (user question -> assistant answer), so the model's
@@ -20,15 +20,24 @@ own chat template applies, as for the pivots::
     from pivot_envs.envs_data.probes import probe_examples, probe_eval_set, score_probe
 
     train_pairs = [p.example() for p in probe_examples(2000, seed=0)]   # (messages, answer) for train_lm
-    eval_items = probe_eval_set()                                       # 200 fixed held-out items
-    score_probe("42.", "42")                                            # True
+    eval_items = probe_eval_set()                                       # 200 fixed items
+    score_probe("12.", "12")                                            # True
 
-Held out by construction: every distinct question belongs to exactly one split,
-``train`` or ``eval``, decided by a hash of the question (one in
-``EVAL_BUCKETS`` questions is an eval question), so no eval question is ever
-in the training mixture whatever the seeds. Deterministic under ``seed``
-(Python's string-seeded :class:`random.Random`, which does not depend on
-``PYTHONHASHSEED``).
+Two kinds of knowledge, so that forgetting of either shows:
+
+* ``add`` and ``sub`` are *closed* families: the single-digit tables (100 and 55
+  facts), which a tiny model memorises in a few hundred steps. Their eval items
+  are facts of the same tables: the measure is *retention* of what the base model
+  knew.
+* ``lookup`` is an *open* family (tens of millions of questions): a skill (find
+  the key, copy its value). Its questions are split by a hash of their text, one
+  in ``EVAL_BUCKETS`` belonging to ``eval``: no eval lookup question is ever in a
+  training mixture, whatever the seeds, so the measure is the skill on unseen
+  lists.
+
+Deterministic under ``seed`` (Python's string-seeded :class:`random.Random`, which
+does not depend on ``PYTHONHASHSEED``); ``train`` and ``eval`` draw from separate
+streams.
 """
 
 from __future__ import annotations
@@ -41,22 +50,25 @@ from typing import Any, Sequence
 from pivot_envs.types import Message, Pivot, stable_hash
 
 PROBE_KINDS = ("add", "sub", "lookup")
-"""The probe families: two-operand addition, subtraction (non-negative results), key-value lookup."""
+"""The probe families: single-digit addition and subtraction (non-negative results), key-value lookup."""
+
+CLOSED_KINDS = ("add", "sub")
+"""Families with a finite fact table: train and eval share it (the eval measures retention)."""
 
 PROBE_DOMAIN = "probe"
 """The ``domain`` of probe items turned into pivots (not a registered env: probes are scored by exact match)."""
 
 SPLITS = ("train", "eval")
 EVAL_BUCKETS = 5
-"""One in this many distinct questions belongs to the ``eval`` split, the others to ``train``."""
+"""One in this many distinct ``lookup`` questions belongs to the ``eval`` split, the others to ``train``."""
 
 EVAL_SEED = 20260321
 """Seed of :func:`probe_eval_set` (fixed: changing it changes the published OOD numbers)."""
 
-EVAL_SIZE = 200
-"""Items in :func:`probe_eval_set`."""
+EVAL_MIX = (("add", 70), ("sub", 50), ("lookup", 80))
+"""Items of each family in :func:`probe_eval_set` (200 in all; ``sub`` has 55 distinct facts)."""
 
-MAX_OPERAND = 49
+MAX_OPERAND = 9
 """Operands of ``add``/``sub`` are drawn from ``0..MAX_OPERAND``."""
 
 LOOKUP_KEYS = "abcdefghjkmnpqrstuvwxyz"
@@ -96,8 +108,11 @@ class ProbeItem:
         return {"id": self.id, "kind": self.kind, "question": self.question, "answer": self.answer}
 
 
-def probe_split(question: str) -> str:
-    """The split (``train`` or ``eval``) a question belongs to: a hash of its text, so fixed forever."""
+def probe_split(kind: str, question: str) -> str | None:
+    """The split (``train`` or ``eval``) an open-family question belongs to (a hash of its text, so fixed
+    forever); ``None`` for the closed families, whose facts belong to both."""
+    if kind in CLOSED_KINDS:
+        return None
     return "eval" if int(stable_hash("probe-split", question), 16) % EVAL_BUCKETS == 0 else "train"
 
 
@@ -111,7 +126,7 @@ def make_probe(kind: str, rng: random.Random) -> ProbeItem:
         a, b = max(a, b), min(a, b)
         question, answer = f"What is {a} - {b}?", str(a - b)
     elif kind == "lookup":
-        keys = rng.sample(LOOKUP_KEYS, rng.randint(3, 5))
+        keys = rng.sample(LOOKUP_KEYS, rng.randint(3, 4))
         values = [rng.randint(0, 9) for _ in keys]
         target = rng.randrange(len(keys))
         listing = ", ".join(f"{k}={v}" for k, v in zip(keys, values))
@@ -135,7 +150,8 @@ def probe_examples(
         n: how many items.
         seed: the draw's seed (the same ``(n, seed, split, kinds)`` always gives the same list,
             and a longer list starts with the shorter one).
-        split: ``train`` (for the base model's mixture) or ``eval`` (held-out questions).
+        split: ``train`` (for the base model's mixture) or ``eval`` (the draw of the eval set; its
+            ``lookup`` questions are never in ``train``).
         kinds: probe families to draw from (see :data:`PROBE_KINDS`).
         unique: no repeated question; default ``True`` for ``eval`` and ``False`` for ``train``.
             Raises ``ValueError`` when a family runs out of distinct questions.
@@ -158,7 +174,7 @@ def probe_examples(
         kind = kinds[i % len(kinds)]
         for _ in range(10_000):
             item = make_probe(kind, rngs[kind])
-            if probe_split(item.question) == split and not (unique and item.question in seen):
+            if probe_split(kind, item.question) in (None, split) and not (unique and item.question in seen):
                 break
         else:
             raise ValueError(f"probe family {kind!r} has no more distinct {split} questions after {len(out)} items; "
@@ -168,9 +184,11 @@ def probe_examples(
     return out
 
 
-def probe_eval_set(n: int = EVAL_SIZE) -> list[ProbeItem]:
-    """The fixed held-out probe set (``n`` distinct eval-split items from :data:`EVAL_SEED`)."""
-    return probe_examples(n, EVAL_SEED, "eval", unique=True)
+def probe_eval_set() -> list[ProbeItem]:
+    """The fixed probe eval set: :data:`EVAL_MIX` distinct ``eval`` items from :data:`EVAL_SEED`, in a fixed order."""
+    items = [item for kind, count in EVAL_MIX for item in probe_examples(count, EVAL_SEED, "eval", kinds=[kind])]
+    random.Random(f"pivot-envs-probe-order:{EVAL_SEED}").shuffle(items)
+    return items
 
 
 def probe_texts(n: int = 500, seed: int = 0) -> list[str]:

@@ -76,7 +76,8 @@ def agent_config_of(agent: Any) -> dict[str, Any]:
         return parse_agent_spec(agent)
     if isinstance(agent, dict):
         return dict(agent)
-    raise TypeError(f"cannot ship an agent given as {type(agent).__name__}: use a spec string, a config dict or an Agent")
+    raise TypeError(f"cannot ship an agent given as {type(agent).__name__}: "
+                    "use a spec string, a config dict or an Agent")
 
 
 def profile_pivots_ray(

@@ -90,8 +90,10 @@ class ReferenceModelReport:
         parameters: number of model parameters.
         vocab_size: tokenizer vocabulary size.
         train_pivots: training examples (pivots of the training split).
-        steps: optimiser steps.
-        final_loss: mean token loss of the last step.
+        steps: SFT optimiser steps.
+        lm_steps: language-model warm-up steps.
+        final_loss: mean token loss of the last SFT step (on the expert action tokens).
+        lm_final_loss: mean token loss of the last warm-up step (on all tokens).
         seconds: wall time of the whole build.
         settings: the build arguments.
     """
@@ -101,7 +103,9 @@ class ReferenceModelReport:
     vocab_size: int
     train_pivots: int
     steps: int
+    lm_steps: int
     final_loss: float
+    lm_final_loss: float
     seconds: float
     settings: dict = field(default_factory=dict)
 
@@ -111,6 +115,7 @@ def build_reference_model(
     out_dir: str | Path,
     *,
     steps: int = 300,
+    lm_steps: int = 0,
     seed: int = 0,
     probe_texts: Sequence[str] = (),
     pivots: Sequence[Pivot] | None = None,
@@ -128,7 +133,10 @@ def build_reference_model(
     Args:
         domain: a domain with bundled data (``tool_use``, ``terminal``, ``swe``, ``search``).
         out_dir: folder to write (``save_pretrained`` layout + ``reference_model.json``).
-        steps: SFT optimiser steps (more = more competent).
+        steps: SFT optimiser steps on the expert actions (more = more competent).
+        lm_steps: language-model warm-up steps before the SFT: next-token loss on every token
+            of the training conversations (rendered whole, cut at turn ends into windows of
+            ``max_context_tokens``), which teaches the domain's text and copying cheaply.
         seed: seeds the tokenizer corpus order, the initial weights and the batches.
         probe_texts: extra texts the tokenizer must encode compactly (e.g. prompts of other data).
         pivots: training pivots; default: the domain's bundled ``train`` split.
@@ -147,8 +155,8 @@ def build_reference_model(
     settings = {k: v for k, v in locals().items() if k in _SETTINGS}
     from pivot_envs.domains import get_domain
 
-    if steps < 0:
-        raise ValueError(f"steps must be >= 0, got {steps}")
+    if steps < 0 or lm_steps < 0:
+        raise ValueError(f"steps and lm_steps must be >= 0, got steps={steps}, lm_steps={lm_steps}")
     get_domain(domain)  # an unknown domain fails here, naming the known ones
     train = list(pivots) if pivots is not None else _bundled_pivots(domain)
     if not train:
@@ -167,6 +175,11 @@ def build_reference_model(
         do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=GENERATION_TOKENS,
     ).save_pretrained(out)
 
+    lm_report = None
+    if lm_steps:
+        windows = _conversation_windows(tokenizer, train, max_context_tokens)
+        lm_report = train_lm(out, windows, steps=lm_steps, lr=lr, seed=seed, batch_size=batch_size,
+                             max_length=max_context_tokens, num_threads=num_threads)
     report = None
     if steps:
         config = PromptConfig()  # as the hf agent renders prompts
@@ -179,7 +192,9 @@ def build_reference_model(
         vocab_size=len(tokenizer),
         train_pivots=len(train),
         steps=steps,
+        lm_steps=lm_steps,
         final_loss=report.final_loss if report else float("nan"),
+        lm_final_loss=lm_report.final_loss if lm_report else float("nan"),
         seconds=round(time.perf_counter() - start, 2),
         settings=settings,
     )
@@ -195,7 +210,7 @@ def read_report(model_dir: str | Path) -> ReferenceModelReport:
     return ReferenceModelReport(**json.loads(path.read_text(encoding="utf-8")))
 
 
-_SETTINGS = ("steps", "seed", "vocab_size", "hidden_size", "n_layers", "n_heads", "max_context_tokens", "lr", "batch_size")
+_SETTINGS = ("steps", "lm_steps", "seed", "vocab_size", "hidden_size", "n_layers", "n_heads", "max_context_tokens", "lr", "batch_size")
 
 
 def _bundled_pivots(domain: str) -> list[Pivot]:
@@ -229,3 +244,34 @@ def _tokenizer_corpus(train: Sequence[Pivot], tool_lists: list, probe_texts: Seq
         add(text)
     add("<|im_start|>system\n<|im_start|>user\n<|im_start|>assistant\n<|im_start|>tool\nTools: ")
     return texts
+
+
+def _conversation_windows(tokenizer, train: Sequence[Pivot], window: int) -> list[str]:
+    """The training conversations rendered whole, cut at turn ends into texts of at most ``window`` tokens.
+
+    A conversation is the longest pivot of each trajectory (its context + expert turn). Each
+    window ends just before an end-of-turn token (``train_lm`` appends it), so the model
+    never learns to end a turn in the middle of one.
+    """
+    from pivot_envs.agents.prompting import chat_messages
+
+    longest: dict[str, Pivot] = {}
+    for p in train:
+        key = str(p.meta.get("trajectory_id", p.id))
+        if key not in longest or len(p.context) > len(longest[key].context):
+            longest[key] = p
+    eos = tokenizer.eos_token_id
+    texts: list[str] = []
+    for p in longest.values():
+        messages = chat_messages([*p.context, p.expert])
+        text = tokenizer.apply_chat_template(messages, tools=p.tools or None, tokenize=False)
+        ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        start = 0
+        while start < len(ids):
+            ends = [i for i in range(start + 1, min(len(ids), start + window)) if ids[i] == eos]
+            end = ends[-1] if ends else min(len(ids), start + window - 1)
+            texts.append(tokenizer.decode(ids[start:end]))
+            start = end + 1
+            while start < len(ids) and ids[start] != tokenizer.convert_tokens_to_ids("<|im_start|>"):
+                start += 1  # the newline after an end of turn
+    return [t for t in texts if t.strip()]

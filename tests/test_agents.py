@@ -244,15 +244,15 @@ SAMPLE_TOKENS = 24
 
 @pytest.fixture(scope="module")
 def ref_model(tmp_path_factory):
-    """A tiny swe reference policy, SFT-warmed briefly on 300 training pivots (seconds on CPU)."""
+    """A tiny swe reference policy, SFT-warmed briefly on 200 training pivots (seconds on CPU)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from pivot_envs.envs_data import load_pivots
     from pivot_envs.reference_model import build_reference_model
 
-    train = load_pivots("swe", "train")[:300]
-    return build_reference_model("swe", tmp_path_factory.mktemp("ref") / "swe", steps=60, pivots=train,
-                                 max_context_tokens=256, lr=1e-2, seed=0)
+    train = load_pivots("swe", "train")[:200]
+    return build_reference_model("swe", tmp_path_factory.mktemp("ref") / "swe", steps=30, pivots=train,
+                                 max_context_tokens=192, lr=1e-2, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -291,6 +291,8 @@ def test_hf_agent_batches_samples_with_token_ids_and_logprobs(ref_model, swe_tes
     assert texts(groups) == texts(agent.sample(swe_test_pivots, 3, seed=5))
     assert texts(groups) != texts(agent.sample(swe_test_pivots, 3, seed=6))
     assert len({t for g in texts(groups) for t in g}) > len(swe_test_pivots)  # samples differ within groups
+    rebuilt = build_agent(agent.config())
+    assert rebuilt.config() == agent.config() and texts(rebuilt.sample(swe_test_pivots, 3, seed=5)) == texts(groups)
 
 
 def test_hf_agent_logprobs_are_those_of_the_sampling_distribution(ref_model, swe_test_pivots):
@@ -368,7 +370,7 @@ def test_openai_agent_on_transformers_serve_matches_the_local_model(ref_model, s
     agent = openai_agent(ref_model, [serve.base_url], temperature=0.0, tool_calls_as_text=True)
     groups = agent.sample(short, 2, seed=0)
     assert [len(g) for g in groups] == [2, 2, 2]
-    assert agent._n_ok is False and agent.requests == 3 + 3 * 1  # one n-request per pivot, then the missing ones
+    assert agent.n_supported is False and agent.requests == 3 + 3 * 1  # one n-request per pivot, then the missing ones
     local = hf_agent(ref_model, temperature=0, batch_size=1, max_prompt_tokens=4096).sample(short, 1)
     assert [g[0].text for g in groups] == [g[0].text for g in local]
     assert all(c.logprobs is None and c.token_ids is None for g in groups for c in g)  # serve gives none

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import pytest
 import typer
@@ -28,7 +28,7 @@ from pivot_envs.envs_data import generator
 from pivot_envs.extract import extract_pivots
 from pivot_envs.formats import read_pivots, write_pivots
 from pivot_envs.pivot_filter import FilterConfig, filter_pivots
-from pivot_envs.profile import Checkpoint, profile_pivots, reward_stats
+from pivot_envs.profile import profile_pivots, reward_stats
 from pivot_envs.profile_report import profile_report
 from pivot_envs.types import Message, Pivot, Profile, VerifyResult
 from pivot_envs.verifiers import Verifier

@@ -56,8 +56,15 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 def truncate_metrics(path: str | Path, last_step: int) -> None:
     """Keep the rows with ``step <= last_step`` (a resumed run rewrites the steps after its checkpoint)."""
     p = Path(path)
-    rows = [r for r in read_metrics(p) if int(r.get("step", -1)) <= last_step]
-    p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    kept = []
+    for line in p.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            break  # a torn last line
+        if int(row.get("step", -1)) <= last_step:
+            kept.append(line + "\n")  # verbatim: the kept rows stay byte-identical
+    p.write_text("".join(kept), encoding="utf-8")
 
 
 class MetricsLogger:

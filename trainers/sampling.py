@@ -122,7 +122,8 @@ class PivotSampler:
 
     def deactivate(self, ids: Sequence[str]) -> list[str]:
         """Leave ``ids`` out of later draws, unless that would leave no pivot; returns the ids dropped."""
-        drop = [i for i in dict.fromkeys(ids) if i in set(self.ids) and i not in self.inactive]
+        known = set(self.ids)
+        drop = [i for i in dict.fromkeys(ids) if i in known and i not in self.inactive]
         if len(self.inactive) + len(drop) >= len(self.ids):
             return []
         self.inactive.update(drop)

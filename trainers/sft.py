@@ -6,7 +6,7 @@
 
     result = train_sft(SFTConfig(model="out/base", pivots="pivots.jsonl", output_dir="out/sft", steps=200))
     # out/sft/final/       the trained model (save_pretrained layout; --agent hf:out/sft/final)
-    # out/sft/metrics.jsonl, metrics.png, sft_config.json, train_result.json, checkpoint-NNNNNN/
+    # out/sft/metrics.jsonl, loss.png, sft_config.json, train_result.json, checkpoint-NNNNNN/
 
 The settings share their names and meaning with
 :class:`~pivot_envs.trainers.config.PivotRLConfig` wherever the concept is the same
@@ -30,8 +30,9 @@ depend only on ``(seed, s)``, so a resumed run sees the batches an uninterrupted
 one would.
 
 Checkpoints: every ``save_every`` steps and at the last step the model,
-optimiser, scheduler and torch RNG state go to ``output_dir/checkpoint-NNNNNN``
-(written to a temporary folder, then renamed); ``resume_from="latest"`` (or a
+optimiser, scheduler and RNG states go to ``output_dir/checkpoint-NNNNNN`` in the
+PivotRL trainer's layout (:mod:`pivot_envs.trainers.checkpoint`: written to a
+temporary folder, then renamed); ``resume_from="latest"`` (or a
 checkpoint folder) continues a run and ends with the same weights and metrics as
 an uninterrupted one. The metrics file is cut back to the checkpoint's step on
 resume, so it never has duplicate steps. A folder that already holds a run is
@@ -40,7 +41,7 @@ an error unless ``resume_from`` or ``overwrite_output_dir`` is given.
 Metrics (``metrics.jsonl``, one JSON object per step; the common keys are the
 PivotRL trainer's): ``step``, ``loss``, ``lr``, ``grad_norm``, ``tokens`` (prompt
 + target tokens processed in the step), ``loss_tokens`` (target tokens),
-``tokens_per_s``, ``step_time``, ``elapsed``, ``epoch``.
+``tokens_per_s``, ``step_s``, ``wall_s``, ``epoch``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ import logging
 import math
 import os
 import random
-import re
 import shutil
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -64,13 +64,11 @@ logger = logging.getLogger(__name__)
 StepCallback = Callable[[dict[str, Any]], None]
 """Called after every optimiser step with that step's metrics (the keys of ``metrics.jsonl``)."""
 
-STATE_FILE = "trainer_state.pt"
 METRICS_FILE = "metrics.jsonl"
-PLOT_FILE = "metrics.png"
+PLOT_FILE = "loss.png"
 CONFIG_FILE = "sft_config.json"
 RESULT_FILE = "train_result.json"
 FINAL_DIR = "final"
-CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 GENERATION_ROOM = 256
 """Completion room assumed for the default prompt window (the ``hf`` agent's default ``max_new_tokens``)."""
 
@@ -89,7 +87,7 @@ class SFTConfig:
 
     Attributes:
         model: the base model: a ``save_pretrained`` folder (or hub id) of a causal LM with its tokenizer.
-        output_dir: folder for ``final/`` (the trained model), ``metrics.jsonl``, ``metrics.png``,
+        output_dir: folder for ``final/`` (the trained model), ``metrics.jsonl``, ``loss.png``,
             ``checkpoint-NNNNNN/`` folders, ``sft_config.json`` and ``train_result.json``.
         overwrite_output_dir: start afresh in an ``output_dir`` that already holds a run (its metrics,
             checkpoints and final model are removed). Without it (and without ``resume_from``) such a
@@ -124,7 +122,7 @@ class SFTConfig:
         resume_from: continue a run: a ``checkpoint-NNNNNN`` folder, or ``"latest"`` (the newest in
             ``output_dir``).
         log_every: log a one-line summary every this-many steps (``metrics.jsonl`` gets every step).
-        plots: write ``metrics.png`` (loss, gradient norm and learning rate vs step; needs matplotlib).
+        plots: write ``loss.png`` (loss, gradient norm and learning rate vs step; needs matplotlib).
         device: ``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:N``.
         model_dtype: dtype the weights are loaded and trained in: ``auto`` (= ``float32``), ``float32``
             or ``bfloat16``.
@@ -217,7 +215,7 @@ class SFTResult:
 
     Attributes:
         output_dir: the run folder.
-        final_dir: the trained model (``output_dir/final``).
+        final_model_dir: the trained model (``output_dir/final``), as ``TrainResult.final_model_dir``.
         steps: optimiser steps done in total (including the ones before a resume).
         final_loss: loss of the last step.
         losses: loss of every step.
@@ -231,7 +229,7 @@ class SFTResult:
     """
 
     output_dir: str
-    final_dir: str
+    final_model_dir: str
     steps: int
     final_loss: float
     losses: list[float] = field(default_factory=list)
@@ -389,24 +387,30 @@ def expert_nll(model: Any, tokenizer: Any, pivots: Sequence[Pivot], *, max_promp
 # --------------------------------------------------------------------------- training
 
 
-def train_sft(config: SFTConfig, callback: StepCallback | None = None) -> SFTResult:
+def train_sft(config: SFTConfig | dict[str, Any], on_step: StepCallback | None = None) -> SFTResult:
     """Train the SFT baseline described by ``config``; returns what it did (see the module docstring).
 
-    ``callback(metrics)`` is called after every step with the row written to ``metrics.jsonl``.
+    ``config`` may be a dict (:meth:`SFTConfig.from_dict`). ``on_step(row)`` is called after every
+    step with the row written to ``metrics.jsonl`` (for progress bars), as in ``train_pivotrl``.
     """
+    if isinstance(config, dict):
+        config = SFTConfig.from_dict(config)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from pivot_envs.trainers import checkpoint as ckpt_io
+    from pivot_envs.trainers.distributed import DistInfo, torch_threads
+    from pivot_envs.trainers.metrics import MetricsLogger, read_metrics, truncate_metrics
     from pivot_envs.trainers.schedule import build_scheduler
 
     out = Path(config.output_dir)
-    ckpt = _prepare_output(out, config)
-    state = _load_state(ckpt, config) if ckpt is not None else None
+    resume = _prepare_output(out, config)
+    state = _load_state(resume, config) if resume is not None else None
     pivots = training_pivots(config)
     if not pivots:
         raise ValueError(f"{config.pivots or config.domain}: no pivots to train on")
     device = _device(config.device)
-    source = str(ckpt) if ckpt is not None else config.model
+    source = str(resume / "model") if resume is not None else config.model
     dtype = torch.bfloat16 if config.model_dtype == "bfloat16" else torch.float32
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
@@ -427,48 +431,58 @@ def train_sft(config: SFTConfig, callback: StepCallback | None = None) -> SFTRes
     sched = build_scheduler(optim, warmup_steps=config.warmup_steps, total_steps=config.steps,
                             schedule=config.lr_schedule, min_lr_ratio=config.min_lr_ratio)
     start_step = 0
+    metrics_path = out / METRICS_FILE
     if state is not None:
         optim.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
         start_step = int(state["step"])
-    metrics_path = out / METRICS_FILE
-    _cut_metrics(metrics_path, start_step)
+        rng = ckpt_io.load_rng_state(resume, 0)
+        if rng is not None:
+            ckpt_io.set_rng_state(rng)
+        truncate_metrics(metrics_path, start_step)
     (out / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=1) + "\n", encoding="utf-8")
 
+    metrics = MetricsLogger(metrics_path, fresh=state is None)
     model.train()
     began = time.perf_counter()
-    with _threads(config.num_threads), open(metrics_path, "a", encoding="utf-8") as log:
-        for step in range(start_step, config.steps):
-            t0 = time.perf_counter()
-            batch = [examples[i] for i in plan.batch(step)]
-            total_targets = sum(len(t) for _, t in batch)
-            optim.zero_grad(set_to_none=True)
-            loss_sum, tokens = 0.0, 0
-            for micro in split_micro(batch, config.grad_accum_steps):
-                ids, mask, labels = collate(micro, pad_id, device)
-                nll = token_nll_sum(model, ids, mask, labels)
-                (nll / total_targets).backward()
-                loss_sum += float(nll.detach())
-                tokens += int(mask.sum())
-            clip = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
-            lr = optim.param_groups[0]["lr"]
-            optim.step()
-            sched.step()
-            dt = time.perf_counter() - t0
-            row = {"step": step + 1, "loss": loss_sum / total_targets, "lr": lr, "grad_norm": grad_norm,
-                   "tokens": tokens, "loss_tokens": total_targets, "tokens_per_s": tokens / dt if dt > 0 else 0.0,
-                   "step_time": dt, "elapsed": time.perf_counter() - began, "epoch": plan.epoch(step + 1)}
-            log.write(json.dumps(row) + "\n")
-            log.flush()
-            if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
-                logger.info("sft step %d/%d loss %.4f lr %.3g grad_norm %.3g %.0f tokens/s", step + 1, config.steps,
-                            row["loss"], lr, grad_norm, row["tokens_per_s"])
-            if config.save_every and ((step + 1) % config.save_every == 0 or step + 1 == config.steps):
-                _save_checkpoint(out, model, tokenizer, optim, sched, step + 1, config)
-            if callback is not None:
-                callback(row)
+    try:
+        with torch_threads(config.num_threads):
+            for step in range(start_step, config.steps):
+                t0 = time.perf_counter()
+                batch = [examples[i] for i in plan.batch(step)]
+                total_targets = sum(len(t) for _, t in batch)
+                optim.zero_grad(set_to_none=True)
+                loss_sum, tokens = 0.0, 0
+                for micro in split_micro(batch, config.grad_accum_steps):
+                    ids, mask, labels = collate(micro, pad_id, device)
+                    nll = token_nll_sum(model, ids, mask, labels)
+                    (nll / total_targets).backward()
+                    loss_sum += float(nll.detach())
+                    tokens += int(mask.sum())
+                clip = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+                lr = optim.param_groups[0]["lr"]
+                optim.step()
+                sched.step()
+                dt = time.perf_counter() - t0
+                row = {"step": step + 1, "loss": loss_sum / total_targets, "lr": lr, "grad_norm": grad_norm,
+                       "tokens": tokens, "loss_tokens": total_targets,
+                       "tokens_per_s": tokens / dt if dt > 0 else 0.0, "step_s": dt,
+                       "wall_s": time.perf_counter() - began, "epoch": plan.epoch(step + 1)}
+                metrics.log(row)
+                if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
+                    logger.info("sft step %d/%d: loss %.4f lr %.2e grad_norm %.3g %.0f tok/s", step + 1, config.steps,
+                                row["loss"], lr, grad_norm, row["tokens_per_s"])
+                if config.save_every and ((step + 1) % config.save_every == 0 or step + 1 == config.steps):
+                    trainer_state = {"step": step + 1, "optimizer": optim.state_dict(),
+                                     "scheduler": sched.state_dict(), "config": config.to_dict()}
+                    ckpt_io.save_checkpoint(ckpt_io.checkpoint_path(out, step + 1), model=model, tokenizer=tokenizer,
+                                            state=trainer_state, info=DistInfo(), summary={"step": step + 1, **row})
+                    ckpt_io.prune_checkpoints(out, config.save_total_limit)
+                if on_step is not None:
+                    on_step(row)
+    finally:
+        metrics.close()
     seconds = time.perf_counter() - began
 
     model.eval()
@@ -476,68 +490,47 @@ def train_sft(config: SFTConfig, callback: StepCallback | None = None) -> SFTRes
     _save_model(final, model, tokenizer)
     rows = read_metrics(metrics_path)
     result = SFTResult(
-        output_dir=str(out), final_dir=str(final), steps=config.steps,
+        output_dir=str(out), final_model_dir=str(final), steps=config.steps,
         final_loss=rows[-1]["loss"] if rows else math.nan, losses=[r["loss"] for r in rows],
         tokens=sum(r["tokens"] for r in rows), loss_tokens=sum(r["loss_tokens"] for r in rows),
         seconds=round(seconds, 3), train_pivots=len(pivots), resumed_from=start_step if state is not None else None,
         metrics_path=str(metrics_path),
     )
     if config.plots:
-        result.plot_path = plot_metrics(metrics_path, out / PLOT_FILE, keys=("loss", "grad_norm", "lr"),
-                                        title=f"SFT of {Path(config.model).name}")
+        result.plot_path = plot_losses(metrics_path, out / PLOT_FILE, title=f"SFT of {Path(config.model).name}")
     (out / RESULT_FILE).write_text(json.dumps(result.to_dict(), indent=1) + "\n", encoding="utf-8")
     return result
 
 
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a metrics JSONL (a torn last line, from a killed run, is skipped)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
-
-
-def plot_metrics(metrics_path: str | Path, png: str | Path, *, keys: Sequence[str] = ("loss",),
-                 title: str = "training") -> str | None:
+def plot_losses(metrics_path: str | Path, png: str | Path, *, keys: Sequence[str] = ("loss", "grad_norm", "lr"),
+                title: str = "SFT") -> str | None:
     """Plot ``keys`` of a metrics JSONL against ``step`` into ``png``; ``None`` (and a warning) without matplotlib."""
+    from pivot_envs.trainers.metrics import read_metrics
+
     try:
         import matplotlib
 
-        matplotlib.use("Agg")
+        matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
     except ImportError:
-        logger.warning("matplotlib is not installed: no plot written (pip install matplotlib)")
+        logger.warning("matplotlib is not installed: no loss plot (pip install matplotlib)")
         return None
     rows = read_metrics(metrics_path)
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
         points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
-        ax.plot([p[0] for p in points], [p[1] for p in points], color="#4c72b0")
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="." if len(points) < 60 else None,
+                linewidth=1.2)
+        ax.set_title(key)
         ax.set_xlabel("step")
-        ax.set_ylabel(key)
         ax.grid(alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=100)
+    fig.savefig(png, dpi=110)
     plt.close(fig)
     return str(png)
-
-
-def checkpoints(output_dir: str | Path) -> list[Path]:
-    """The ``checkpoint-NNNNNN`` folders of a run, oldest first."""
-    out = Path(output_dir)
-    if not out.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in out.iterdir() if p.is_dir() and (m := CHECKPOINT_PATTERN.match(p.name))]
-    return [p for _, p in sorted(found)]
 
 
 # --------------------------------------------------------------------------- internals
@@ -545,18 +538,12 @@ def checkpoints(output_dir: str | Path) -> list[Path]:
 
 def _prepare_output(out: Path, config: SFTConfig) -> Path | None:
     """Check/clean ``output_dir`` and return the checkpoint to resume from (``None``: a fresh run)."""
+    from pivot_envs.trainers.checkpoint import list_checkpoints, resolve_checkpoint
+
     if config.resume_from is not None:
-        if config.resume_from == "latest":
-            found = checkpoints(out)
-            if not found:
-                raise FileNotFoundError(f"resume_from=latest: {out} has no checkpoint-NNNNNN folder to resume from "
-                                        "(set save_every > 0 so that runs save them)")
-            return found[-1]
-        path = Path(config.resume_from)
-        if not (path / STATE_FILE).exists():
-            raise FileNotFoundError(f"resume_from={config.resume_from}: not a checkpoint folder (no {STATE_FILE})")
-        return path
-    existing = [p for p in (out / METRICS_FILE, out / FINAL_DIR, out / RESULT_FILE) if p.exists()] + checkpoints(out)
+        return resolve_checkpoint(config.resume_from, out)
+    existing = [p for p in (out / METRICS_FILE, out / FINAL_DIR, out / RESULT_FILE) if p.exists()]
+    existing += list_checkpoints(out)
     if existing:
         if not config.overwrite_output_dir:
             raise ValueError(f"{out} already holds a run ({existing[0].name}); set resume_from=latest to continue it, "
@@ -578,12 +565,6 @@ def _device(name: str) -> Any:
     return torch.device(name)
 
 
-def _threads(n: int | None):
-    from pivot_envs.trainers.distributed import torch_threads
-
-    return torch_threads(n)
-
-
 def _save_model(folder: Path, model: Any, tokenizer: Any) -> None:
     """``save_pretrained`` into a temporary folder, then rename it into place."""
     tmp = folder.with_name(folder.name + ".tmp")
@@ -595,32 +576,11 @@ def _save_model(folder: Path, model: Any, tokenizer: Any) -> None:
     os.replace(tmp, folder)
 
 
-def _save_checkpoint(out: Path, model: Any, tokenizer: Any, optim: Any, sched: Any, step: int,
-                     config: SFTConfig) -> Path:
-    """Write ``checkpoint-{step:06d}`` (model, tokenizer, optimiser, scheduler, RNG) and prune old ones."""
-    import torch
-
-    folder = out / f"checkpoint-{step:06d}"
-    tmp = out / f".checkpoint-{step:06d}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    torch.save({"step": step, "optimizer": optim.state_dict(), "scheduler": sched.state_dict(),
-                "torch_rng": torch.get_rng_state(), "config": config.to_dict()}, tmp / STATE_FILE)
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
-    if config.save_total_limit is not None:
-        for old in checkpoints(out)[: -config.save_total_limit]:
-            shutil.rmtree(old, ignore_errors=True)
-    return folder
-
-
 def _load_state(ckpt: Path, config: SFTConfig) -> dict[str, Any]:
     """The checkpoint's trainer state, after checking it belongs to this run's settings."""
-    import torch
+    from pivot_envs.trainers.checkpoint import load_trainer_state
 
-    state = torch.load(ckpt / STATE_FILE, map_location="cpu", weights_only=False)
+    state = load_trainer_state(ckpt)
     old = state.get("config", {})
     now = config.to_dict()
     diff = [k for k in RESUME_INVARIANT if old.get(k) != now.get(k)]
@@ -629,13 +589,3 @@ def _load_state(ckpt: Path, config: SFTConfig) -> dict[str, Any]:
         raise ValueError(f"{ckpt}: checkpoint of a run with other settings ({shown}); resume with the same settings "
                          "or start a new run (another output_dir, or overwrite_output_dir=true)")
     return state
-
-
-def _cut_metrics(path: Path, step: int) -> None:
-    """Drop metrics rows after ``step`` (a resumed run rewrites them)."""
-    if not path.exists():
-        return
-    keep = [r for r in read_metrics(path) if int(r.get("step", 0)) <= step]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in keep), encoding="utf-8")
-    os.replace(tmp, path)

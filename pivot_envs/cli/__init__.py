@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "data_cmd",
     "env_cmd",
     "verify_cmd",
+    "profile_cmd",
     "demo_cmd",
 ]
 

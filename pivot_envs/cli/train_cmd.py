@@ -36,7 +36,7 @@ ALGORITHMS: dict[str, tuple[str, str, str]] = {
 }
 """``algorithm`` -> (module, config class, train function)."""
 
-REWARD_KEYS = ("reward", "reward_mean", "mean_reward")
+REWARD_KEYS = ("reward_mean", "reward", "mean_reward")
 KL_KEYS = ("kl", "kl_mean")
 
 
@@ -108,8 +108,9 @@ def _run_with_progress(algorithm: str, cfg: Any, train: Callable[..., Any]) -> A
             bar.update(task, completed=step, stats=_stats_text(metrics))
 
         params = inspect.signature(train).parameters
-        if "callback" in params:
-            return train(cfg, callback=on_step)
+        for name in ("on_step", "callback"):
+            if name in params:
+                return train(cfg, **{name: on_step})
         metrics_path = Path(getattr(cfg, "output_dir", ".")) / "metrics.jsonl"
         stop = threading.Event()
         watcher = threading.Thread(target=_tail_metrics, args=(metrics_path, on_step, stop), daemon=True)
@@ -176,7 +177,14 @@ def _print_config(algorithm: str, cfg: Any) -> None:
 
 
 def _print_result(algorithm: str, result: Any) -> None:
-    data = result.to_dict() if hasattr(result, "to_dict") else dict(getattr(result, "__dict__", {}))
+    import dataclasses
+
+    if hasattr(result, "to_dict"):
+        data = result.to_dict()
+    elif dataclasses.is_dataclass(result):
+        data = dataclasses.asdict(result)
+    else:
+        data = dict(getattr(result, "__dict__", {}))
     table = Table(title=f"{algorithm} finished", show_header=False)
     table.add_column("")
     table.add_column("", justify="right")
@@ -252,32 +260,40 @@ def _json_safe(value: Any) -> Any:
 
 
 def _print_eval(report: dict[str, Any], source: str) -> None:
+    """One column per domain (and ``all`` when there are several), one row per measure."""
     fmt = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
-    k = report["settings"]["k"]
-    table = Table(title=f"eval {report['model']} on {source} (seed {report['settings']['seed']}, {report['seconds']:.1f} s)")
-    for name in ("domain", "pivots", "greedy functional", "greedy strict"):
-        table.add_column(name, justify="left" if name == "domain" else "right")
-    sampled = report["overall"]["sampled"] is not None
-    if sampled:
-        t = report["settings"]["temperature"]
-        for name in (f"mean@{k} functional (T={t:g})", f"mean@{k} strict", f"pass@{k}"):
-            table.add_column(name, justify="right")
-    table.add_column("verifier errors", justify="right")
-    rows = list(report["domains"].items())
-    if len(rows) > 1:
-        rows.append(("all", report["overall"]))
-    for name, s in rows:
-        cells = [name, str(s["pivots"]), fmt(s["greedy"]["functional"]), fmt(s["greedy"]["strict"])]
-        errors = s["greedy"]["errors"]
-        if sampled:
-            cells += [fmt(s["sampled"]["functional"]), fmt(s["sampled"]["strict"]), fmt(s["sampled"]["pass_at_k"])]
-            errors += s["sampled"]["errors"]
-        table.add_row(*cells, str(errors))
+    settings = report["settings"]
+    k, t = settings["k"], settings["temperature"]
+    columns = list(report["domains"].items())
+    if len(columns) > 1:
+        columns.append(("all", report["overall"]))
+    table = Table(title=f"eval {report['model']} on {source}\n(seed {settings['seed']}, {report['seconds']:.1f} s)")
+    table.add_column("")
+    for name, _ in columns:
+        table.add_column(name, justify="right")
+    rows: list[tuple[str, Any]] = [
+        ("pivots", lambda s: str(s["pivots"])),
+        ("greedy functional", lambda s: fmt(s["greedy"]["functional"])),
+        ("greedy strict", lambda s: fmt(s["greedy"]["strict"])),
+    ]
+    if report["overall"]["sampled"] is not None:
+        rows += [
+            (f"mean@{k} functional (T={t:g})", lambda s: fmt(s["sampled"]["functional"])),
+            (f"mean@{k} strict (T={t:g})", lambda s: fmt(s["sampled"]["strict"])),
+            (f"pass@{k}", lambda s: fmt(s["sampled"]["pass_at_k"])),
+        ]
+    rows.append(("verifier errors", lambda s: str(s["greedy"]["errors"] + (s["sampled"] or {}).get("errors", 0))))
+    for label, cell in rows:
+        table.add_row(label, *(cell(s) for _, s in columns))
     console.print(table)
     probes = report.get("probes")
     if probes:
-        kinds = "  ".join(f"{kind} {fmt(acc)}" for kind, acc in probes["by_kind"].items())
-        console.print(f"OOD probes (greedy exact match, {probes['n']} items): {fmt(probes['accuracy'])}   {kinds}")
+        ood = Table(title=f"OOD probes (greedy exact match, {probes['n']} items)")
+        ood.add_column("all", justify="right")
+        for kind in probes["by_kind"]:
+            ood.add_column(kind, justify="right")
+        ood.add_row(fmt(probes["accuracy"]), *(fmt(v) for v in probes["by_kind"].values()))
+        console.print(ood)
 
 
 def register(app: typer.Typer) -> None:
