@@ -123,6 +123,7 @@ class HFAgent(Agent):
         self.settings = HFSampling(**sampling)
         self.num_threads = num_threads
         self._dtype = dtype
+        self._device = device
         if isinstance(model, (str, Path)):
             self.model_path: str | None = str(model)
             if device == "auto":
@@ -178,6 +179,8 @@ class HFAgent(Agent):
         out: dict[str, Any] = {"kind": self.kind, "model": self.model_path, **asdict(self.settings)}
         if self._dtype is not None:
             out["dtype"] = self._dtype
+        if self._device != "auto":
+            out["device"] = self._device
         if self.num_threads is not None:
             out["num_threads"] = self.num_threads
         return out

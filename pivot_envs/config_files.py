@@ -25,6 +25,7 @@ YAML 1.1 reads ``1e-3`` as a string), integral floats to ints (``1e3`` -> ``1000
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import difflib
 import json
@@ -404,7 +405,7 @@ def _coerce(value: Any, hint: Any) -> Any:
         if isinstance(value, (str, Path)):
             return Path(value)
         raise _Mismatch("")
-    if origin in (list, tuple, typing.Sequence, Sequence) or hint in (list, tuple):
+    if origin in (list, tuple, collections.abc.Sequence) or hint in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise _Mismatch("give a list, e.g. [a, b]")
         args = typing.get_args(hint)
@@ -415,7 +416,7 @@ def _coerce(value: Any, hint: Any) -> Any:
         item = args[0] if args else Any
         items = [_coerce(v, item) for v in value]
         return tuple(items) if (origin is tuple or hint is tuple) else items
-    if origin in (dict, typing.Mapping, Mapping) or hint is dict:
+    if origin in (dict, collections.abc.Mapping) or hint is dict:
         if not isinstance(value, dict):
             raise _Mismatch("give a mapping, e.g. {a: 1}")
         args = typing.get_args(hint)
@@ -443,9 +444,9 @@ def _is_instance(value: Any, hint: Any) -> bool:
     if typing.get_origin(hint) is typing.Literal:
         return value in typing.get_args(hint)
     base = typing.get_origin(hint) or hint
-    if base in (typing.Sequence, Sequence):
+    if base is collections.abc.Sequence:
         base = (list, tuple)
-    if base in (typing.Mapping, Mapping):
+    if base is collections.abc.Mapping:
         base = dict
     if not isinstance(base, (type, tuple)):
         return False

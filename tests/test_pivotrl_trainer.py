@@ -8,6 +8,7 @@ GRPO with the ``tool_call`` verifier should push the rate up.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -282,6 +283,7 @@ def test_training_raises_the_mean_reward(toy, tmp_path):
                 "grad_norm", "sample_s", "score_s", "update_s", "strict_reward_mean", "miss_rate"):
         assert key in rows[-1]
     assert rows[0]["kl"] is None  # beta = 0: no reference model
+    assert rows[0]["lr"] == pytest.approx(3e-3) and rows[0]["entropy"] > 0 and rows[0]["clip_fraction"] == 0.0
     assert result.plot_path is not None and result.plot_path.stat().st_size > 1000
     assert (result.final_model_dir / "model.safetensors").exists()
     assert json.loads((result.final_model_dir / "pivotrl_config.json").read_text())["steps"] == 40
@@ -340,6 +342,27 @@ def test_pvpo_injects_the_expert_into_all_zero_groups_and_drops_solved_pivots(to
     unprofiled = write_pivots(tmp_path / "raw.jsonl", toy_pivots())
     with pytest.raises(ConfigError, match="unprofiled.*pivot-envs profile"):
         PivotRLTrainer(toy_config(toy, tmp_path / "raw", pivots=str(unprofiled), advantage="pvpo"))
+
+
+def test_pvpo_profiles_unprofiled_pivots_with_the_policy_when_asked(toy, tmp_path):
+    cfg = toy_config(toy, tmp_path / "profile", steps=2, pivots_per_step=2, advantage="pvpo",
+                     pvpo_refresh_source="profile", pvpo_refresh_every=2, zero_variance="keep")
+    trainer = PivotRLTrainer(cfg)
+    trainer.train()
+    rows = read_metrics(trainer.metrics_path)
+    assert [r["pvpo_refreshed"] for r in rows] == [0, 4]  # profiled at the start, then again at step 2
+    assert set(trainer.values.values) == {p.id for p in toy_pivots()}
+    assert all(0.0 <= v <= 1.0 for v in trainer.values.values.values())
+
+
+def test_report_to_tensorboard_writes_events_or_names_the_missing_package(toy, tmp_path):
+    cfg = toy_config(toy, tmp_path / "tb", steps=1, report_to=["tensorboard"])
+    if importlib.util.find_spec("tensorboard") is None:
+        with pytest.raises(ImportError, match="pip install tensorboard"):
+            train_pivotrl(cfg)
+        return
+    train_pivotrl(cfg)
+    assert list((tmp_path / "tb" / "tensorboard").glob("events.out.tfevents.*"))
 
 
 def test_an_existing_run_is_not_overwritten_by_accident(toy, tmp_path):

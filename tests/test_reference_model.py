@@ -66,3 +66,24 @@ def test_cli_model_tiny(tmp_path):
     assert again.exit_code == 2 and "not empty" in again.output
     bad = runner.invoke(app, ["model", "tiny", "--domain", "recipes", "-o", str(tmp_path / "r")])
     assert bad.exit_code == 2 and "unknown domain 'recipes'" in bad.output
+
+
+def test_lm_warm_up_windows_cut_whole_conversations_at_turn_ends(tmp_path):
+    from transformers import AutoTokenizer
+
+    from pivot_envs.agents.prompting import chat_messages
+    from pivot_envs.reference_model import _conversation_windows
+
+    model_dir = build_reference_model("search", tmp_path / "m", steps=0, lm_steps=2, pivots=load_pivots("search", "train")[:40],
+                                      max_context_tokens=128, vocab_size=600)
+    assert read_report(model_dir).lm_steps == 2
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    train = load_pivots("search", "train")
+    trajectory = train[0].meta["trajectory_id"]
+    turns = [p for p in train if p.meta["trajectory_id"] == trajectory]
+    last = max(turns, key=lambda p: len(p.context))
+    windows = _conversation_windows(tok, turns, 96)
+    assert len(windows) > 2
+    assert all(w.startswith("<|im_start|>") and len(tok(w)["input_ids"]) <= 95 for w in windows)
+    whole = tok.apply_chat_template(chat_messages([*last.context, last.expert]), tools=last.tools, tokenize=False)
+    assert "".join(w + "<|im_end|>\n" for w in windows) == whole

@@ -233,7 +233,10 @@ def test_eval_numbers_equal_a_direct_computation(tiny):
         env.reset(options={"pivot_id": pivot.id})
         return [(r, info["strict_reward"], info["passed"]) for r, info in env.step_many(texts)]
 
-    greedy = HFAgent(str(tiny.final), temperature=0.0, max_new_tokens=MAX_NEW, batch_size=4, logprobs="none")
+    window = report["settings"]["max_prompt_tokens"]
+    assert window == 256  # the training window: model_max_length 512 minus 256
+    greedy = HFAgent(str(tiny.final), temperature=0.0, max_new_tokens=MAX_NEW, batch_size=4, logprobs="none",
+                     max_prompt_tokens=window)
     texts = [g[0].text for start in (0, 4) for g in greedy.sample(pivots[start : start + 4], 1, seed=3)]
     assert [row["greedy_text"] for row in report["per_pivot"]] == texts
     scored = [rewards([t], p)[0] for t, p in zip(texts, pivots)]
@@ -243,7 +246,7 @@ def test_eval_numbers_equal_a_direct_computation(tiny):
     assert block["scored"] == 8 and block["errors"] == 0 and report["pivots"] == 8
 
     sampler = HFAgent(greedy.model, greedy.tokenizer, temperature=1.0, max_new_tokens=MAX_NEW, batch_size=4,
-                      logprobs="none")
+                      logprobs="none", max_prompt_tokens=window)
     groups = [g for start in (0, 4) for g in sampler.sample(pivots[start : start + 4], 2, seed=3)]
     sampled = [rewards([c.text for c in g], p) for g, p in zip(groups, pivots)]
     block = report["overall"]["sampled"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 import typer
@@ -49,6 +50,7 @@ class Demo:
     tags: list[str] = field(default_factory=list)
     extra: dict[str, int] = field(default_factory=dict)
     out: Path = Path("out")
+    scales: Sequence[float] = (1.0,)
     optim: Optim = field(default_factory=Optim)
 
 
@@ -81,16 +83,17 @@ def test_overrides_parse_as_yaml_scalars_and_reach_nested_fields(tmp_path):
     (tmp_path / "c.yaml").write_text(YAML)
     src = apply_overrides(read_config_file(tmp_path / "c.yaml"),
                           ["steps=1e3", "optim.lr=0.01", "flag=yes", "limit=null", "limit=7", "tags=[x]",
-                           "extra={a: 1}", "out=runs/x", "name=123", "optim.betas=[0.5, 0.6]"])
+                           "extra={a: 1}", "out=runs/x", "name=123", "optim.betas=[0.5, 0.6]", "scales=[1, 2]"])
     cfg = build_config(Demo, src)
     assert cfg == Demo(name="123", steps=1000, flag=True, limit=7, tags=["x"], extra={"a": 1}, out=Path("runs/x"),
-                       optim=Optim(lr=0.01, betas=(0.5, 0.6)))
+                       scales=[1.0, 2.0], optim=Optim(lr=0.01, betas=(0.5, 0.6)))
+    assert all(isinstance(x, float) for x in cfg.scales)
     assert src.origins["optim.lr"] == "--set optim.lr=0.01" and src.origins["steps"] == "--set steps=1e3"
     assert parse_override("mode=") == ("mode", "")
     assert parse_override("name=a=b") == ("name", "a=b")
     assert build_config(Demo, {"optim.lr": 0.2}).optim.lr == 0.2  # dotted keys inside a file too
     assert config_keys(Demo) == ["name", "steps", "ratio", "flag", "limit", "mode", "tags", "extra", "out",
-                                 "optim.lr", "optim.betas"]
+                                 "scales", "optim.lr", "optim.betas"]
 
 
 def test_unknown_keys_name_the_key_its_origin_a_close_match_and_the_valid_keys(tmp_path):
@@ -99,7 +102,7 @@ def test_unknown_keys_name_the_key_its_origin_a_close_match_and_the_valid_keys(t
         build_config(Demo, read_config_file(tmp_path / "c.yaml"))
     text = str(err.value)
     assert f"{tmp_path / 'c.yaml'}:8: unknown key 'stpes' (did you mean 'steps'?)" in text
-    assert "valid keys: extra, flag, limit, mode, name, optim, out, ratio, steps, tags" in text
+    assert "valid keys: extra, flag, limit, mode, name, optim, out, ratio, scales, steps, tags" in text
     with pytest.raises(ConfigError, match=r"--set optim\.lrr=1: unknown key 'optim\.lrr' \(did you mean 'lr'\?\) "
                                           r"for Optim; valid keys under optim: betas, lr"):
         build_config(Demo, apply_overrides(ConfigSource(), ["optim.lrr=1"]))
@@ -210,6 +213,10 @@ def test_train_sft_from_the_example_config_end_to_end(cli, tiny, tmp_path):
     assert (out / "final" / "model.safetensors").exists() and (out / "checkpoint-000002").is_dir()
     again = cli(*args)
     assert again.exit_code == 2 and "already holds a run" in again.output and "resume_from=latest" in again.output
+    resumed = cli(*args, "--set", "resume_from=latest")
+    assert resumed.exit_code == 0 and "resumed_from" in resumed.output, resumed.output
+    no_model = cli(*args, "--set", f"model={tmp_path / 'none'}", "--set", f"output_dir={tmp_path / 'other'}")
+    assert no_model.exit_code == 2 and "sft: cannot load a causal LM from" in no_model.output
 
 
 def test_train_pivotrl_from_the_example_config_end_to_end(cli, tiny, tmp_path):
@@ -261,6 +268,6 @@ def test_eval_prints_a_table_and_writes_the_report(cli, tiny, tmp_path):
     probes = cli("eval", "--model", tiny.final, "--pivots", "bundled:search:test", "--limit", "2", "--k", "0",
                  "--max-new-tokens", "8")
     assert probes.exit_code == 0, probes.output
-    assert "OOD probes (greedy exact match, 200 items)" in probes.output and "mean@" not in probes.output
+    assert "OOD probes: greedy exact match on 200 items" in probes.output and "mean@" not in probes.output
     missing = cli("eval", "--model", tiny.final, "--pivots", tmp_path / "none.jsonl")
     assert missing.exit_code == 2 and "no such pivot file" in missing.output

@@ -409,7 +409,8 @@ def coerce_value(name: str, annotation: Any, value: Any, *, where: str = "") -> 
         try:
             number = float(value) if annotation is float else _int(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{where}{name} must be {'an integer' if annotation is int else 'a number'}, got {value!r}") from None
+            kind = "an integer" if annotation is int else "a number"
+            raise ConfigError(f"{where}{name} must be {kind}, got {value!r}") from None
         return number
     if annotation is str:
         if isinstance(value, (dict, list)):

@@ -57,7 +57,7 @@ def init_distributed(device_type: str) -> DistInfo:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistInfo()
-    rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
     created = False
     if not dist.is_initialized():
         backend = "nccl" if device_type == "cuda" else "gloo"

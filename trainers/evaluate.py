@@ -53,7 +53,9 @@ class EvalSettings:
         temperature: sampling temperature of the mean@k samples.
         seed: sampling seed.
         max_new_tokens: longest action generated.
-        max_prompt_tokens: prompt window (left truncation); ``None``: the ``hf`` agent's default.
+        max_prompt_tokens: prompt window (left truncation); ``None`` in a call: the window SFT trains on
+            by default (:func:`pivot_envs.trainers.sft.default_prompt_tokens`); the report records the
+            window used.
         batch_size: pivots per ``generate`` call.
         tools: where tool specs go in the prompt (the ``hf`` agent's ``tools``).
     """
@@ -100,7 +102,9 @@ def evaluate(
         seed: sampling seed.
         tokenizer: the tokenizer of a loaded model.
         max_new_tokens: longest generated action.
-        max_prompt_tokens: prompt window; ``None``: the ``hf`` agent's default.
+        max_prompt_tokens: prompt window (left truncation); ``None``: the window SFT trains on by default
+            (the model's positions or the tokenizer's ``model_max_length``, minus 256), whatever
+            ``max_new_tokens`` is.
         batch_size: pivots per ``generate`` call.
         tools: where tool specs go in the prompt (as the ``hf`` agent).
         num_threads: torch CPU threads while generating (``None``: unchanged).
@@ -115,8 +119,7 @@ def evaluate(
         "pass_at_k", "samples", "scored", "errors"} | None}``.
     """
     from pivot_envs.agents.hf import HFAgent
-    from pivot_envs.profile import Scorer
-    from pivot_envs.trainers.sft import load_pivot_source
+    from pivot_envs.trainers.sft import default_prompt_tokens, resolve_pivots
 
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
@@ -125,7 +128,7 @@ def evaluate(
     began = time.perf_counter()
     settings = EvalSettings(k=k, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                             max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, tools=tools)
-    pivot_list = load_pivot_source(pivots)
+    pivot_list = resolve_pivots(pivots)
     common = dict(max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, tools=tools, logprobs="none",
                   num_threads=num_threads)
     if isinstance(model, (str, Path)):
@@ -136,12 +139,30 @@ def evaluate(
             raise ValueError("evaluate: pass tokenizer= together with a loaded model")
         greedy_agent = HFAgent(model, tokenizer, temperature=0.0, max_new_tokens=max_new_tokens, **common)
         name = greedy_agent.model_path or type(model).__name__
+    if max_prompt_tokens is None:  # the training window, not the agent's (which depends on max_new_tokens)
+        window = default_prompt_tokens(greedy_agent.model, greedy_agent.tokenizer)
+        greedy_agent.prompt_config.max_prompt_tokens = window
+        common["max_prompt_tokens"] = settings.max_prompt_tokens = window
 
     def live(**overrides: Any) -> HFAgent:
         """Another agent on the same loaded weights."""
         opts = {**common, "max_new_tokens": max_new_tokens, **overrides}
         return HFAgent(greedy_agent.model, greedy_agent.tokenizer, **opts)
 
+    try:
+        return _evaluate(greedy_agent, live, name, settings, pivot_list, verifier, probes, progress, details, began)
+    finally:
+        if isinstance(model, (str, Path)):
+            greedy_agent.close()  # the weights this call loaded
+
+
+def _evaluate(greedy_agent: Any, live: Callable[..., Any], name: str, settings: EvalSettings,
+              pivot_list: list[Pivot], verifier: Any, probes: Any, progress: ProgressCallback | None,
+              details: bool, began: float) -> dict[str, Any]:
+    """The body of :func:`evaluate` once the agents are set up."""
+    from pivot_envs.profile import Scorer
+
+    k, temperature, seed, batch_size = settings.k, settings.temperature, settings.seed, settings.batch_size
     scorer = Scorer(verifier)
     greedy = _sample(greedy_agent, pivot_list, 1, seed, batch_size, "greedy", progress)
     sampled = None

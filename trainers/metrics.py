@@ -5,6 +5,25 @@ step ends, so a crashed run keeps what it did). Values that are undefined at a
 step (e.g. ``kl`` without a reference model, ``loss`` when no group carried a
 signal) are ``null``, never NaN. :func:`plot_metrics` draws reward, KL and the
 zero-variance fraction against the step with matplotlib (imported only there).
+
+Keys of a row (every value summed or averaged over all processes)::
+
+    step, epoch, active_pivots        steps done; epochs of D_pivot begun; pivots in the sampling pool
+    reward_mean, reward_std           functional reward of the step's FIRST sampling round (scored samples;
+                                      unbiased by resampling and expert injection)
+    strict_reward_mean, miss_rate     strict-match reward; P[strict = 0 | functional pass]
+    zero_var_frac                     groups whose scored rewards are all equal / groups with a scored sample
+    masked                            samples whose verifier errored (never scored), all rounds
+    groups, unscored_groups           pivots sampled; of them, groups with no scored sample at all
+    resampled_groups, injected        groups sampled again; groups that got the expert action
+    skipped_groups, used_groups, used_samples   what entered the loss
+    completion_len_mean               tokens per sampled action (first round)
+    loss, kl, clip_fraction,          the loss of the batch (mean over num_iterations); k3 KL to the reference
+    ratio_mean, entropy               (null when beta = 0); token fractions / means; policy entropy per token
+    grad_norm, lr, updated            norm before clipping; learning rate of the step's update; whether one ran
+    pvpo_refreshed                    pivots whose V(s) was re-estimated at this step (pvpo only)
+    sample_s, score_s, update_s,      wall seconds of the phases (on rank 0) and of the step;
+    step_s, tokens_per_s              sampled completion tokens (all processes) per second of the step
 """
 
 from __future__ import annotations
@@ -18,7 +37,7 @@ from typing import Any, Iterable
 
 log = logging.getLogger("pivot_envs.trainers")
 
-TIMING_KEYS = ("sample_s", "score_s", "update_s", "step_s", "tokens_per_s", "wall_s")
+TIMING_KEYS = ("sample_s", "score_s", "update_s", "step_s", "tokens_per_s")
 """Keys that measure wall time (they differ between two runs that are otherwise identical)."""
 
 

@@ -35,6 +35,7 @@ import contextlib
 import logging
 import math
 import random
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ SUM_KEYS = (
 )
 """Per-step counters summed over processes (every rank reduces the same keys, in the same order)."""
 
-RESUMABLE_CHANGES = {"steps", "save_every", "save_total_limit", "log_every", "log_samples", "report_to", "plots",
+RESUMABLE_CHANGES = {"save_every", "save_total_limit", "log_every", "log_samples", "report_to", "plots",
                      "resume_from", "overwrite_output_dir", "wandb_project", "num_threads", "output_dir"}
 """Config fields that may differ between a checkpoint and the run resuming it without a warning."""
 
@@ -125,7 +126,9 @@ class _Row:
     sampler_logprobs: list[float] | None
 
 
-def train_pivotrl(config: PivotRLConfig | dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
+def train_pivotrl(
+    config: PivotRLConfig | dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None = None
+) -> TrainResult:
     """Train with PivotRL; ``on_step(row)`` is called on rank 0 after every step (for progress bars)."""
     return PivotRLTrainer(config, on_step=on_step).train()
 
@@ -290,7 +293,9 @@ class PivotRLTrainer:
                 final_dir = self._save_final()
         finally:
             logger.close()
-        plot = plot_metrics(self.metrics_path, self.output_dir / "metrics.png") if (cfg.plots and self.dist.is_main) else None
+        plot = None
+        if cfg.plots and self.dist.is_main:
+            plot = plot_metrics(self.metrics_path, self.output_dir / "metrics.png")
         barrier(self.dist)
         shutdown(self.dist)
         return TrainResult(
@@ -309,8 +314,9 @@ class PivotRLTrainer:
         """Sample, score, build advantages, update; returns the step's metrics row (same on every rank)."""
         cfg, rank, world = self.config, self.dist.rank, self.dist.world_size
         t0 = time.perf_counter()
-        share = self.pivot_sampler.draw(cfg.pivots_per_step * world)  # same draw on every rank ...
-        pivots = [self.pivots[i] for i in share[rank * cfg.pivots_per_step : (rank + 1) * cfg.pivots_per_step]]  # ... own slice
+        per_rank = cfg.pivots_per_step
+        share = self.pivot_sampler.draw(per_rank * world)  # the same draw on every rank, each takes its own slice
+        pivots = [self.pivots[i] for i in share[rank * per_rank : (rank + 1) * per_rank]]
         sums: dict[str, float] = dict.fromkeys(SUM_KEYS, 0.0)
 
         def add(key: str, value: float) -> None:
@@ -363,6 +369,7 @@ class PivotRLTrainer:
         add("used_rows", len(rows))
 
         t2 = time.perf_counter()
+        lr = self.optimizer.param_groups[0]["lr"]  # the rate this step's (first) update uses
         update = self._update(rows)
         t_update = time.perf_counter() - t2
         for key, value in update.pop("sums").items():
@@ -373,7 +380,7 @@ class PivotRLTrainer:
             self._log_samples(step, groups, scores)
         total = reduce_sums(sums, self.dist)
         step_s = time.perf_counter() - t0
-        row = _metrics_row(step, total, update, self.scheduler.get_last_lr()[0])
+        row = _metrics_row(step, total, update, lr)
         row.update(
             pvpo_refreshed=refreshed if cfg.advantage == "pvpo" else None,
             active_pivots=len(self.pivot_sampler.active),
@@ -443,7 +450,7 @@ class PivotRLTrainer:
         out: dict[str, Any] = {"sums": sums, "grad_norm": None, "updated": False, "beta_on": cfg.beta > 0}
         if norm == 0:  # no group carried a signal anywhere: no update, the schedule still advances
             with warnings.catch_warnings():  # torch warns when the scheduler steps before any optimizer.step()
-                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+                warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
                 for _ in range(cfg.num_iterations):
                     self.scheduler.step()
             return out
@@ -489,7 +496,8 @@ class PivotRLTrainer:
                     (result.loss * (micro_norm / norm * world)).backward()  # DDP divides by world again
                 tokens = float(b.completion_mask.sum())
                 sums["loss_sum"] = sums.get("loss_sum", 0.0) + float(result.loss.detach()) * micro_norm / norm
-                for key, value in (("kl_sum", result.kl), ("clip_sum", result.clip_fraction), ("ratio_sum", result.ratio_mean)):
+                for key, value in (("kl_sum", result.kl), ("clip_sum", result.clip_fraction),
+                                   ("ratio_sum", result.ratio_mean)):
                     sums[key] = sums.get(key, 0.0) + value * tokens
                 sums["loss_tokens"] = sums.get("loss_tokens", 0.0) + tokens
                 if entropy is not None:
@@ -520,12 +528,14 @@ class PivotRLTrainer:
 
     def _pvpo_after_step(self, step: int, seen: list[tuple[str, list[float]]]) -> int:
         cfg = self.config
+        if not cfg.pvpo_refresh_every:
+            return 0  # static V(s): the profile's
         if cfg.pvpo_refresh_source == "running":
             for per_rank in gather_objects(seen, self.dist):
                 for pivot_id, rewards in per_rank:
                     if rewards:
                         self.values.observe(pivot_id, rewards)
-        if not cfg.pvpo_refresh_every or step % cfg.pvpo_refresh_every:
+        if step % cfg.pvpo_refresh_every:
             return 0
         if cfg.pvpo_refresh_source == "running":
             updated = self.values.refresh()
@@ -538,7 +548,8 @@ class PivotRLTrainer:
         """``group_size`` fresh samples of the current policy at every pivot of ``ids`` (sharded over ranks)."""
         cfg, rank, world = self.config, self.dist.rank, self.dist.world_size
         mine = [self.pivots[i] for i in ids[rank::world]]
-        groups = sample_groups(self.agent, mine, cfg.group_size, sampling_seed(cfg.seed, "pvpo", step, rank), self._autocast())
+        seed = sampling_seed(cfg.seed, "pvpo", step, rank)
+        groups = sample_groups(self.agent, mine, cfg.group_size, seed, self._autocast())
         scores = self._score(groups)
         found = [(g.pivot.id, s.scored_rewards) for g, s in zip(groups, scores)]
         self.values.window = {}

@@ -17,7 +17,9 @@ import math
 import torch
 
 
-def lr_factor(step: int, *, warmup_steps: int, total_steps: int, schedule: str = "cosine", min_lr_ratio: float = 0.0) -> float:
+def lr_factor(
+    step: int, *, warmup_steps: int, total_steps: int, schedule: str = "cosine", min_lr_ratio: float = 0.0
+) -> float:
     """Multiplier of the peak learning rate at optimiser update ``step``."""
     if schedule not in ("cosine", "constant"):
         raise ValueError(f"lr schedule must be 'cosine' or 'constant', got {schedule!r}")

@@ -248,7 +248,7 @@ class SFTResult:
 # --------------------------------------------------------------------------- data
 
 
-def load_pivot_source(source: str | Path | Sequence[Pivot]) -> list[Pivot]:
+def resolve_pivots(source: str | Path | Sequence[Pivot]) -> list[Pivot]:
     """Pivots from a file (ours or NeMo Gym rows), ``bundled:DOMAIN[:SPLIT]``, or a list of pivots."""
     if not isinstance(source, (str, Path)):
         return [p if isinstance(p, Pivot) else Pivot.from_dict(p) for p in source]
@@ -279,7 +279,7 @@ def training_pivots(config: SFTConfig) -> list[Pivot]:
     """The pivots of ``config``: ``pivots`` (a file or ``bundled:...``), else the bundled ``split`` of ``domain``."""
     if config.pivots is None:
         return _bundled(config.domain, config.split, f"domain {config.domain!r}")
-    return load_pivot_source(config.pivots)
+    return resolve_pivots(config.pivots)
 
 
 def default_prompt_tokens(model: Any, tokenizer: Any, room: int = GENERATION_ROOM) -> int | None:

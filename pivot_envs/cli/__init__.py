@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "env_cmd",
     "verify_cmd",
     "profile_cmd",
+    "train_cmd",
     "demo_cmd",
 ]
 

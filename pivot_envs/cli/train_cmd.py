@@ -16,13 +16,12 @@ and values of the wrong type are errors naming the key and where it was set.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import inspect
 import json
 import math
-import threading
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -75,16 +74,25 @@ def train_command(
     """Train with PivotRL (GRPO on pivots) or the SFT baseline, as a config file says."""
     with user_errors():
         algorithm, cfg, train = resolve_train_config(config, list(overrides or []))
-    _print_config(algorithm, cfg)
+    _print_config(algorithm, cfg, only_changed=not dry_run)
     if dry_run:
         return
-    with user_errors():
+    with user_errors(), _load_errors():
         result = _run_with_progress(algorithm, cfg, train)
     _print_result(algorithm, result)
 
 
+@contextlib.contextmanager
+def _load_errors() -> Iterator[None]:
+    """A model folder that does not load (``OSError`` from transformers) is a one-line error too."""
+    try:
+        yield
+    except OSError as exc:
+        fail(str(exc).splitlines()[0])
+
+
 def _run_with_progress(algorithm: str, cfg: Any, train: Callable[..., Any]) -> Any:
-    """Run ``train(cfg)`` with a progress bar fed by its per-step callback (or by its metrics file)."""
+    """Run ``train(cfg, on_step=...)`` with a progress bar fed by the trainer's per-step callback."""
     total = int(getattr(cfg, "steps", 0) or 0) or None
     bar = Progress(
         TextColumn(f"[bold]{algorithm}"),
@@ -107,40 +115,7 @@ def _run_with_progress(algorithm: str, cfg: Any, train: Callable[..., Any]) -> A
                 bar.reset(task, total=total, completed=step, stats="")
             bar.update(task, completed=step, stats=_stats_text(metrics))
 
-        params = inspect.signature(train).parameters
-        for name in ("on_step", "callback"):
-            if name in params:
-                return train(cfg, **{name: on_step})
-        metrics_path = Path(getattr(cfg, "output_dir", ".")) / "metrics.jsonl"
-        stop = threading.Event()
-        watcher = threading.Thread(target=_tail_metrics, args=(metrics_path, on_step, stop), daemon=True)
-        watcher.start()
-        try:
-            return train(cfg)
-        finally:
-            stop.set()
-            watcher.join(timeout=5)
-
-
-def _tail_metrics(path: Path, on_row: Callable[[dict[str, Any]], None], stop: threading.Event) -> None:
-    """Feed new rows of a metrics JSONL to ``on_row`` until ``stop`` is set."""
-    offset = 0
-    while True:
-        done = stop.is_set()
-        if path.exists():
-            with open(path, encoding="utf-8") as f:
-                f.seek(offset)
-                for line in f:
-                    if not line.endswith("\n"):
-                        break
-                    offset += len(line.encode("utf-8"))
-                    try:
-                        on_row(json.loads(line))
-                    except (json.JSONDecodeError, TypeError, ValueError):
-                        continue
-        if done:
-            return
-        stop.wait(0.5)
+        return train(cfg, on_step=on_step)
 
 
 def _stats_text(metrics: dict[str, Any]) -> str:
@@ -160,20 +135,37 @@ def _config_dict(cfg: Any) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
-def _print_config(algorithm: str, cfg: Any) -> None:
-    table = Table(title=f"{algorithm}: {type(cfg).__name__}", show_header=False)
+def _print_config(algorithm: str, cfg: Any, only_changed: bool = False) -> None:
+    """The resolved config as a key/value table (``only_changed``: the keys that differ from the defaults)."""
+    values = _flatten(_config_dict(cfg))
+    if only_changed:
+        defaults = _flatten(_config_dict(type(cfg)())) if _has_defaults(type(cfg)) else {}
+        values = {k: v for k, v in values.items() if k not in defaults or defaults[k] != v}
+    title = f"{algorithm}: {type(cfg).__name__}" + (" (settings other than the defaults)" if only_changed else "")
+    table = Table(title=title, show_header=False)
     table.add_column("key", style="bold")
     table.add_column("value")
-
-    def rows(data: dict[str, Any], prefix: str = "") -> None:
-        for key, value in data.items():
-            if isinstance(value, dict) and value:
-                rows(value, f"{prefix}{key}.")
-            else:
-                table.add_row(f"{prefix}{key}", json.dumps(value, default=str))
-
-    rows(_config_dict(cfg))
+    for key, value in values.items():
+        table.add_row(key, json.dumps(value, default=str))
     err_console.print(table)
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _has_defaults(cls: type) -> bool:
+    try:
+        cls()
+    except Exception:  # noqa: BLE001 - a config whose defaults do not validate: show everything
+        return False
+    return True
 
 
 def _print_result(algorithm: str, result: Any) -> None:
@@ -222,10 +214,10 @@ def eval_command(
     except ImportError as exc:
         fail(f"evaluation needs the train extra: pip install 'pivot-envs[train]' ({exc})")
     from pivot_envs.trainers.evaluate import evaluate
-    from pivot_envs.trainers.sft import load_pivot_source
+    from pivot_envs.trainers.sft import resolve_pivots
 
     with user_errors():
-        pivot_list = load_pivot_source(pivots)
+        pivot_list = resolve_pivots(pivots)
     if limit is not None:
         pivot_list = pivot_list[:limit]
     if not pivot_list:
@@ -237,7 +229,7 @@ def eval_command(
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done)
 
-        with user_errors():
+        with user_errors(), _load_errors():
             report = evaluate(model, pivot_list, k=k, temperature=temperature, verifier=verifier, probes=probes,
                               seed=seed, max_new_tokens=max_new_tokens, batch_size=batch_size, num_threads=threads,
                               device=device, progress=on_progress)
@@ -288,7 +280,8 @@ def _print_eval(report: dict[str, Any], source: str) -> None:
     console.print(table)
     probes = report.get("probes")
     if probes:
-        ood = Table(title=f"OOD probes (greedy exact match, {probes['n']} items)")
+        console.print(f"OOD probes: greedy exact match on {probes['n']} items")
+        ood = Table()
         ood.add_column("all", justify="right")
         for kind in probes["by_kind"]:
             ood.add_column(kind, justify="right")
