@@ -251,7 +251,8 @@ def _conversation_windows(tokenizer, train: Sequence[Pivot], window: int) -> lis
 
     A conversation is the longest pivot of each trajectory (its context + expert turn). Each
     window ends just before an end-of-turn token (``train_lm`` appends it), so the model
-    never learns to end a turn in the middle of one.
+    does not learn to end a turn in the middle of one; only a single turn longer than the
+    window is cut inside.
     """
     from pivot_envs.agents.prompting import chat_messages
 
@@ -261,6 +262,7 @@ def _conversation_windows(tokenizer, train: Sequence[Pivot], window: int) -> lis
         if key not in longest or len(p.context) > len(longest[key].context):
             longest[key] = p
     eos = tokenizer.eos_token_id
+    im_start = tokenizer.convert_tokens_to_ids("<|im_start|>")
     texts: list[str] = []
     for p in longest.values():
         messages = chat_messages([*p.context, p.expert])
@@ -269,9 +271,14 @@ def _conversation_windows(tokenizer, train: Sequence[Pivot], window: int) -> lis
         start = 0
         while start < len(ids):
             ends = [i for i in range(start + 1, min(len(ids), start + window)) if ids[i] == eos]
-            end = ends[-1] if ends else min(len(ids), start + window - 1)
-            texts.append(tokenizer.decode(ids[start:end]))
-            start = end + 1
-            while start < len(ids) and ids[start] != tokenizer.convert_tokens_to_ids("<|im_start|>"):
-                start += 1  # the newline after an end of turn
+            if ends:
+                end = ends[-1]
+                texts.append(tokenizer.decode(ids[start:end]))
+                start = end + 1
+                while start < len(ids) and ids[start] != im_start:
+                    start += 1  # the newline after an end of turn
+            else:  # one turn longer than the window: cut it (the only place a window ends mid-turn)
+                end = min(len(ids), start + window - 1)
+                texts.append(tokenizer.decode(ids[start:end]))
+                start = end
     return [t for t in texts if t.strip()]

@@ -82,8 +82,9 @@ def test_lm_warm_up_windows_cut_whole_conversations_at_turn_ends(tmp_path):
     trajectory = train[0].meta["trajectory_id"]
     turns = [p for p in train if p.meta["trajectory_id"] == trajectory]
     last = max(turns, key=lambda p: len(p.context))
-    windows = _conversation_windows(tok, turns, 96)
+    window = 256
+    windows = _conversation_windows(tok, turns, window)
     assert len(windows) > 2
-    assert all(w.startswith("<|im_start|>") and len(tok(w)["input_ids"]) <= 95 for w in windows)
+    assert all(w.startswith("<|im_start|>") and len(tok(w)["input_ids"]) < window for w in windows)
     whole = tok.apply_chat_template(chat_messages([*last.context, last.expert]), tools=last.tools, tokenize=False)
     assert "".join(w + "<|im_end|>\n" for w in windows) == whole
