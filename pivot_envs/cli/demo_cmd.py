@@ -17,7 +17,7 @@ def demo_command(
     seed: int = typer.Option(0, help="Seed of the pivot sample and the perturbations."),
 ) -> None:
     """Extract pivots from the bundled trajectories, make each env, and verify expert, alternative and wrong actions."""
-    from pivot_envs.demo import run_demo
+    from pivot_envs.verifier_demo import run_demo
 
     with user_errors():
         report = run_demo(out, n_pivots=pivots, seed=seed, on_domain=lambda d: err_console.print(f"[bold]{d}[/] ..."))

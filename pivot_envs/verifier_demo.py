@@ -1,4 +1,4 @@
-"""``pivot-envs demo``: extract -> env -> verify on the bundled data, with a summary.
+"""The verifier demo: extract -> env -> verify on the bundled data, with a summary (`pivot-envs demo` before the trainer; now a section of it).
 
 For each built-in domain: extract pivot candidates from the bundled training
 trajectories, make the gymnasium env, and score three kinds of actions at a
