@@ -175,7 +175,10 @@ class OpenAIAgent(Agent):
                 self._n_ok = False
             else:
                 got = [_completion(c) for c in choices[:n]]
-                self._n_ok = len(choices) >= n
+                if len(choices) < n:
+                    self._n_ok = False  # once seen, for good
+                elif self._n_ok is None:
+                    self._n_ok = True
         singles = range(len(got), n)
         if singles:
             results = await asyncio.gather(*(self._create(clients, sem, {**body, "seed": _seed(seed, pivot.id, j)}) for j in singles))
@@ -185,7 +188,9 @@ class OpenAIAgent(Agent):
     def _body(self, pivot: Pivot) -> dict[str, Any]:
         s = self.settings
         messages: list[Message] = chat_messages(pivot.context, tool_calls_as_text=s.tool_calls_as_text)
-        for m in messages:  # back to the wire format: arguments as JSON strings
+        for m in messages:  # back to the wire format: arguments as JSON strings, no 'name' on tool results
+            if m["role"] == "tool":
+                m.pop("name", None)
             for call in m.get("tool_calls") or []:
                 fn = call.get("function", call)
                 if not isinstance(fn.get("arguments"), str):

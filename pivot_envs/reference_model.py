@@ -7,7 +7,7 @@ module builds it offline on CPU in a minute or two::
 
     from pivot_envs.reference_model import build_reference_model
 
-    model_dir = build_reference_model("tool_use", "out/ref-tool_use", steps=300, seed=0)
+    model_dir = build_reference_model("tool_use", "out/ref-tool_use", seed=0)
     agent = build_agent(f"hf:{model_dir}")          # or serve it: transformers serve / vLLM
 
 Steps:
@@ -20,13 +20,19 @@ Steps:
    prompt from :mod:`pivot_envs.agents.prompting` locally and from
    ``transformers serve`` / vLLM;
 2. an untrained Llama-style model (:func:`pivot_envs.tiny_model.build_tiny_model`);
-3. supervised warm-up (:func:`pivot_envs.tiny_model.train_lm`) on every pivot of the
-   domain's *training* split: the loss is on the expert action text (and the end of
-   turn) given the chat-templated context, contexts cut from the left to
+3. ``lm_steps`` of language modelling on the training conversations rendered whole
+   (windows of ``max_context_tokens`` cut at turn ends): every token counts, so the model
+   learns the domain's text and to copy names and ids from the context far faster than
+   from the actions alone;
+4. ``steps`` of supervised fine-tuning (:func:`pivot_envs.tiny_model.train_lm`) on every
+   pivot of the domain's *training* split: the loss is on the expert action text (and
+   the end of turn) given the chat-templated context, contexts cut from the left to
    ``max_context_tokens``.
 
-``steps`` sets how competent it gets: a few hundred steps give a partly
-competent policy (mixed outcomes at K=8), which is what profiling needs. The
+The defaults (213K parameters, 600 + 400 steps) give a partly competent policy:
+measured at K=8, temperature 1, with each domain's default verifier on 48 test
+pivots, mean reward 0.08 (search) and 0.06 (tool_use), with mixed outcomes on about
+a fifth of the pivots — what profiling needs. More steps, more competence. The
 generation config samples (``do_sample``, temperature 1, no top-k), so servers
 sample from the model's distribution by default. Deterministic under ``seed``.
 """
@@ -114,15 +120,15 @@ def build_reference_model(
     domain: str,
     out_dir: str | Path,
     *,
-    steps: int = 300,
-    lm_steps: int = 0,
+    steps: int = 400,
+    lm_steps: int = 600,
     seed: int = 0,
     probe_texts: Sequence[str] = (),
     pivots: Sequence[Pivot] | None = None,
     vocab_size: int = 2048,
     hidden_size: int = 64,
     n_layers: int = 2,
-    n_heads: int = 4,
+    n_heads: int = 2,
     max_context_tokens: int = 512,
     lr: float = 5e-3,
     batch_size: int = 8,

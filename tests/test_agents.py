@@ -251,7 +251,7 @@ def ref_model(tmp_path_factory):
     from pivot_envs.reference_model import build_reference_model
 
     train = load_pivots("swe", "train")[:200]
-    return build_reference_model("swe", tmp_path_factory.mktemp("ref") / "swe", steps=30, pivots=train,
+    return build_reference_model("swe", tmp_path_factory.mktemp("ref") / "swe", steps=30, lm_steps=0, pivots=train,
                                  max_context_tokens=192, lr=1e-2, seed=0)
 
 

@@ -17,7 +17,7 @@ from pivot_envs.reference_model import REFERENCE_CHAT_TEMPLATE, build_reference_
 
 
 def small_build(out, seed=0, steps=3):
-    return build_reference_model("search", out, steps=steps, seed=seed, pivots=load_pivots("search", "train")[:40],
+    return build_reference_model("search", out, steps=steps, lm_steps=0, seed=seed, pivots=load_pivots("search", "train")[:40],
                                  max_context_tokens=128, vocab_size=600)
 
 
@@ -58,7 +58,7 @@ def test_cli_model_tiny(tmp_path):
     register(app)
     runner = CliRunner()
     out = tmp_path / "tiny"
-    result = runner.invoke(app, ["model", "tiny", "--domain", "terminal", "-o", str(out), "--steps", "0", "--seed", "2"])
+    result = runner.invoke(app, ["model", "tiny", "--domain", "terminal", "-o", str(out), "--steps", "0", "--lm-steps", "0", "--seed", "2"])
     assert result.exit_code == 0, result.output
     assert "parameters" in result.output and f"hf:{out}" in result.output.replace("\n", "")
     assert json.loads((out / "reference_model.json").read_text())["domain"] == "terminal"

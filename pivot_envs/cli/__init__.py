@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "verify_cmd",
     "profile_cmd",
     "train_cmd",
+    "model_cmd",
     "demo_cmd",
 ]
 

@@ -15,7 +15,8 @@ model_app = typer.Typer(help="Build small local models.", no_args_is_help=True)
 def tiny_command(
     domain: str = typer.Option(..., "--domain", "-d", help="Domain with bundled data: tool_use, terminal, swe or search."),
     output: Path = typer.Option(..., "-o", "--output", help="Model folder to write (save_pretrained layout)."),
-    steps: int = typer.Option(300, "--steps", min=0, help="SFT warm-up steps (more = more competent)."),
+    steps: int = typer.Option(400, "--steps", min=0, help="SFT steps on the expert actions (more = more competent)."),
+    lm_steps: int = typer.Option(600, "--lm-steps", min=0, help="Language-model warm-up steps on whole training conversations."),
     seed: int = typer.Option(0, "--seed", help="Seed of the tokenizer corpus order, initial weights and batches."),
     max_context_tokens: int = typer.Option(512, "--max-context-tokens", min=32, help="Training window; contexts are cut from the left."),
     threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads while training."),
@@ -33,13 +34,13 @@ def tiny_command(
 
     if output.exists() and any(output.iterdir()):
         fail(f"{output} exists and is not empty; choose a new folder or remove it")
-    with user_errors(), err_console.status(f"building a tiny {domain} reference model ({steps} steps)"):
-        model_dir = build_reference_model(domain, output, steps=steps, seed=seed, max_context_tokens=max_context_tokens,
-                                          num_threads=threads)
+    with user_errors(), err_console.status(f"building a tiny {domain} reference model ({lm_steps} + {steps} steps)"):
+        model_dir = build_reference_model(domain, output, steps=steps, lm_steps=lm_steps, seed=seed,
+                                          max_context_tokens=max_context_tokens, num_threads=threads)
     r = read_report(model_dir)
     console.print(
         f"wrote {model_dir}: {r.parameters:,} parameters, vocabulary {r.vocab_size}, {r.train_pivots} training pivots, "
-        f"{r.steps} steps, final loss {r.final_loss:.3f}, {r.seconds:.1f}s\n"
+        f"{r.lm_steps} + {r.steps} steps, final loss {r.final_loss:.3f}, {r.seconds:.1f}s\n"
         f"use it with --agent hf:{model_dir}"
     )
 

@@ -1,0 +1,239 @@
+"""The demo's base model: a tiny LM that is *partly* competent in the domain and knows the OOD probes.
+
+PivotRL's effects need a starting policy whose sampled groups are mixed at many
+turns (neither always right nor always wrong) and that knows something outside
+the domain which narrow fine-tuning can erode. :func:`build_base_model` makes one
+on CPU in a few minutes:
+
+1. :func:`pivot_envs.reference_model.build_reference_model` (``steps=0``) makes the
+   tokenizer (trained on the base pivots plus the probe texts), the chat template
+   and an untrained Llama-style model;
+2. :func:`train_mixture` trains it on a *mixture*: every step takes one batch of the
+   domain's expert turns (``(prompt, expert action)`` of the *base* pivots, a part
+   of the training split the arms never train on) and one batch of probe questions
+   (:mod:`pivot_envs.envs_data.probes`). The two batches have very different
+   lengths, so they are padded separately (one padded batch of both would spend
+   most of its compute on padding).
+
+The domain loss is on the expert action tokens plus, with weight
+``prompt_loss_weight``, on the prompt tokens: the prompts hold earlier turns whose
+tool calls copy ids and names out of the conversation, which is the skill the
+actions need. Deterministic under ``seed``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from pivot_envs.types import Pivot
+
+
+@dataclass
+class BaseRecipe:
+    """How the base model is built (shape, data mixture, optimisation).
+
+    Attributes:
+        hidden_size: width of the residual stream.
+        n_layers: decoder layers.
+        n_heads: attention heads.
+        vocab_size: BPE vocabulary size (the tokenizer may stop short of it).
+        max_context_tokens: prompt window in tokens (prompts are cut from the left); every arm uses it.
+        steps: optimiser steps of the mixture training.
+        domain_batch: domain examples per step.
+        probe_batch: probe questions per step.
+        lr: peak AdamW learning rate (linear warm-up over ``warmup_steps``, then linear decay to 10 %).
+        warmup_steps: linear warm-up steps.
+        prompt_loss_weight: weight of the prompt tokens in the domain loss (the action tokens have 1).
+        probe_items: distinct training probe items drawn for the mixture.
+        num_threads: torch CPU threads while training.
+    """
+
+    hidden_size: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    vocab_size: int = 2048
+    max_context_tokens: int = 256
+    steps: int = 400
+    domain_batch: int = 16
+    probe_batch: int = 32
+    lr: float = 3e-3
+    warmup_steps: int = 20
+    prompt_loss_weight: float = 0.3
+    probe_items: int = 4000
+    num_threads: int | None = 1
+
+
+@dataclass
+class BaseReport:
+    """What :func:`build_base_model` did (saved as ``base_model.json`` beside the model).
+
+    Attributes:
+        parameters: model parameters.
+        vocab_size: tokenizer vocabulary size.
+        base_pivots: domain pivots in the mixture.
+        probe_items: probe items in the mixture.
+        steps: optimiser steps.
+        domain_losses: mean action-token loss of every 10th step.
+        probe_losses: mean probe-answer loss of every 10th step.
+        tokens: tokens processed (domain + probe batches, padding excluded).
+        seconds: wall time of the build.
+        recipe: the :class:`BaseRecipe` used.
+    """
+
+    parameters: int
+    vocab_size: int
+    base_pivots: int
+    probe_items: int
+    steps: int
+    domain_losses: list[float] = field(default_factory=list)
+    probe_losses: list[float] = field(default_factory=list)
+    tokens: int = 0
+    seconds: float = 0.0
+    recipe: dict = field(default_factory=dict)
+
+
+REPORT_FILE = "base_model.json"
+
+
+def build_base_model(
+    domain: str,
+    base_pivots: Sequence[Pivot],
+    out_dir: str | Path,
+    recipe: BaseRecipe | None = None,
+    *,
+    seed: int = 0,
+    progress: Callable[[int, int, float, float], None] | None = None,
+) -> BaseReport:
+    """Build the base model in ``out_dir`` from ``base_pivots`` and the probes; returns (and saves) its report.
+
+    ``progress(step, steps, domain_loss, probe_loss)`` is called every 10 steps.
+    """
+    from pivot_envs.envs_data.probes import probe_examples
+    from pivot_envs.reference_model import build_reference_model
+    from pivot_envs.tiny_model import count_parameters
+
+    recipe = recipe or BaseRecipe()
+    start = time.perf_counter()
+    probes = probe_examples(recipe.probe_items, seed=seed)
+    probe_text = [t for item in probes[:1000] for t in (item.question, item.answer)]
+    model_dir = build_reference_model(
+        domain, out_dir, steps=0, lm_steps=0, seed=seed, probe_texts=probe_text, pivots=list(base_pivots),
+        vocab_size=recipe.vocab_size, hidden_size=recipe.hidden_size, n_layers=recipe.n_layers,
+        n_heads=recipe.n_heads, max_context_tokens=recipe.max_context_tokens, num_threads=recipe.num_threads,
+    )
+    report = train_mixture(model_dir, base_pivots, [item.example() for item in probes], recipe, seed=seed,
+                           progress=progress)
+    from transformers import AutoTokenizer
+
+    report.parameters = count_parameters(model_dir)
+    report.vocab_size = len(AutoTokenizer.from_pretrained(model_dir))
+    report.seconds = round(time.perf_counter() - start, 2)
+    (Path(model_dir) / REPORT_FILE).write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8")
+    return report
+
+
+def read_base_report(model_dir: str | Path) -> BaseReport | None:
+    """The saved :class:`BaseReport` of a finished base model (``None`` when the build did not finish)."""
+    path = Path(model_dir) / REPORT_FILE
+    if not path.exists():
+        return None
+    return BaseReport(**json.loads(path.read_text(encoding="utf-8")))
+
+
+def train_mixture(
+    model_dir: str | Path,
+    pivots: Sequence[Pivot],
+    probe_pairs: Sequence[tuple[list[dict], str]],
+    recipe: BaseRecipe,
+    *,
+    seed: int = 0,
+    progress: Callable[[int, int, float, float], None] | None = None,
+) -> BaseReport:
+    """Train the model in ``model_dir`` on domain + probe batches (see the module docstring) and save it back."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pivot_envs.trainers.distributed import torch_threads
+    from pivot_envs.trainers.sft import encode_example
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    ctx = recipe.max_context_tokens
+    domain_rows = [encode_example(tokenizer, p, max_prompt_tokens=ctx, max_action_tokens=256) for p in pivots]
+    probe_rows = []
+    for messages, answer in probe_pairs:
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        probe_rows.append((p_ids, a_ids))
+    if not domain_rows or not probe_rows:
+        raise ValueError("the base mixture needs domain pivots and probe items")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    torch.manual_seed(seed)
+    rng = random.Random(f"demo-base:{seed}")
+    optim = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0)
+    steps, warm = recipe.steps, max(1, recipe.warmup_steps)
+
+    def lr_at(i: int) -> float:
+        return min(1.0, (i + 1) / warm) * (1.0 - 0.9 * i / max(1, steps))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lr_at)
+    report = BaseReport(parameters=0, vocab_size=0, base_pivots=len(domain_rows), probe_items=len(probe_rows),
+                        steps=steps, recipe=asdict(recipe))
+    model.train()
+    d_acc, p_acc = [], []
+    with torch_threads(recipe.num_threads):
+        for step in range(steps):
+            d_batch = [domain_rows[rng.randrange(len(domain_rows))] for _ in range(recipe.domain_batch)]
+            p_batch = [probe_rows[rng.randrange(len(probe_rows))] for _ in range(recipe.probe_batch)]
+            d_loss, d_tokens, d_action = _weighted_loss(model, d_batch, pad, recipe.prompt_loss_weight)
+            p_loss, p_tokens, _ = _weighted_loss(model, p_batch, pad, 0.0)
+            loss = d_loss + p_loss
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optim.step()
+            sched.step()
+            report.tokens += d_tokens + p_tokens
+            d_acc.append(d_action)
+            p_acc.append(float(p_loss.detach()))
+            if (step + 1) % 10 == 0 or step + 1 == steps:
+                report.domain_losses.append(round(sum(d_acc) / len(d_acc), 4))
+                report.probe_losses.append(round(sum(p_acc) / len(p_acc), 4))
+                d_acc, p_acc = [], []
+                if progress is not None:
+                    progress(step + 1, steps, report.domain_losses[-1], report.probe_losses[-1])
+    model.eval()
+    model.save_pretrained(model_dir)
+    return report
+
+
+def _weighted_loss(model, rows: list[tuple[list[int], list[int]]], pad: int, prompt_weight: float):
+    """``(loss, tokens, action loss)``: the mean token NLL with weight 1 on the targets and ``prompt_weight``
+    on the prompt tokens, the non-padding tokens, and the mean NLL of the target tokens alone."""
+    import torch
+
+    width = max(len(p) + len(t) for p, t in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    weight = torch.zeros((len(rows), width), dtype=torch.float32)
+    is_target = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, (prompt, target) in enumerate(rows):
+        seq = prompt + target
+        ids[i, : len(seq)] = torch.tensor(seq)
+        mask[i, : len(seq)] = 1
+        weight[i, 1 : len(prompt)] = prompt_weight
+        weight[i, len(prompt) : len(seq)] = 1.0
+        is_target[i, len(prompt) : len(seq)] = True
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
+                                            reduction="none").view(ids.shape[0], -1)
+    w = weight[:, 1:]
+    t = is_target[:, 1:]
+    action_loss = float((nll.detach() * t).sum() / t.sum().clamp(min=1))
+    return (nll * w).sum() / w.sum().clamp(min=1e-8), int(mask.sum()), action_loss
