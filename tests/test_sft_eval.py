@@ -33,7 +33,7 @@ from pivot_envs.envs_data.probes import (  # noqa: E402
 )
 from pivot_envs.types import Pivot, stable_hash  # noqa: E402
 
-SFT_STEPS = 60
+SFT_STEPS = 120
 MAX_NEW = 96
 
 
@@ -75,7 +75,7 @@ def tiny_setup(root: str) -> TinySetup:
     base_root.mkdir(parents=True, exist_ok=True)
     pivots = toy_pivots()
     write_pivots(pivots, pivots_path)
-    base = build_reference_model("search", base_root / "base", steps=0, pivots=pivots, vocab_size=512,
+    base = build_reference_model("search", base_root / "base", steps=0, lm_steps=0, pivots=pivots, vocab_size=512,
                                  max_context_tokens=256, probe_texts=probe_texts(200))
     sft_dir = base_root / "sft"
     train_sft(SFTConfig(model=str(base), output_dir=str(sft_dir), pivots=str(pivots_path), steps=SFT_STEPS,
