@@ -106,10 +106,10 @@ def test_verify_one_off_and_config_file(tmp_path):
     assert bad.exit_code != 0 and "nope" in bad.output
 
 
-def test_demo_writes_reports(tmp_path):
-    result = run("demo", "--out", tmp_path, "--pivots", "5")
-    assert result.exit_code == 0, result.output
-    report = json.loads((tmp_path / "report.json").read_text())
+def test_verifier_demo_section_writes_reports(tmp_path):
+    from pivot_envs.verifier_demo import run_demo
+
+    report = run_demo(tmp_path, n_pivots=5, seed=0)
     assert set(report["domains"]) == {"tool_use", "terminal", "swe", "search"}
     for summary in report["domains"].values():
         assert summary["expert_pass"] == 1.0 and summary["verifier_errors"] == 0

@@ -1,9 +1,9 @@
-"""``pivot-envs demo``: the end-to-end demo on bundled data."""
+"""``pivot-envs demo``: the small-scale PivotRL reproduction on bundled data (CPU only)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.table import Table
@@ -12,37 +12,48 @@ from pivot_envs.cli.common import console, err_console, user_errors
 
 
 def demo_command(
-    out: Path = typer.Option(Path("runs/demo"), "--out", help="Folder for report.json and report.md."),
-    pivots: int = typer.Option(150, help="Pivots scored per domain."),
-    seed: int = typer.Option(0, help="Seed of the pivot sample and the perturbations."),
+    out: Path = typer.Option(Path("runs/demo"), "--out", help="Folder for the report, plots, models and runs "
+                             "(an interrupted demo resumes from it)."),
+    full: bool = typer.Option(False, "--full", help="Every arm of the paper's comparison (Base, SFT, PivotRL, "
+                              "- filtering, - functional reward, PVPO), hyper-parameters chosen on a validation "
+                              "split, --seeds seeds of the main arms (< 60 min on 2 cores)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the data split, the base model and the first arm seed."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds of the main arms (default: 1, or 3 with --full)."),
+    domain: Optional[str] = typer.Option(None, "--domain", help="Domain whose bundled pivots are used "
+                                         "(default: the preset's)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Runs trained/evaluated at once (default 2)."),
+    smoke: bool = typer.Option(False, "--smoke", hidden=True, help="A seconds-long run of every stage (tests)."),
 ) -> None:
-    """Extract pivots from the bundled trajectories, make each env, and verify expert, alternative and wrong actions."""
-    from pivot_envs.verifier_demo import run_demo
+    """Train and compare a tiny model on bundled data: base model -> profile -> filter -> PivotRL (and, with
+    --full, SFT and the ablations); prints a table and writes report.md, report.json and plots to --out."""
+    from pivot_envs.demo import full_config, quick_config, run_pipeline, smoke_config
+    from pivot_envs.demo_report import table_rows
 
     with user_errors():
-        report = run_demo(out, n_pivots=pivots, seed=seed, on_domain=lambda d: err_console.print(f"[bold]{d}[/] ..."))
-    table = Table(title=f"pivot-envs demo (seed {seed}, {report['wall_seconds']:.1f} s)")
-    domains = report["domains"]
-    table.add_column("")
-    for name in domains:
-        table.add_column(name, justify="right")
-    fmt = lambda x: "-" if isinstance(x, float) and math.isnan(x) else f"{x:.2f}"  # noqa: E731
-    rows = [
-        ("default verifier", lambda s: s["verifier"]),
-        ("pivot candidates", lambda s: str(s["candidates"])),
-        ("pivots scored", lambda s: str(s["pivots_scored"])),
-        ("expert action passes", lambda s: fmt(s["expert_pass"])),
-        ("alternatives scored", lambda s: str(s["alternatives"])),
-        ("  pass: functional", lambda s: fmt(s["alt_functional_pass"])),
-        ("  pass: strict", lambda s: fmt(s["alt_strict_pass"])),
-        ("  miss rate of strict", lambda s: fmt(s["miss_rate"])),
-        ("wrong actions accepted", lambda s: fmt(s["perturbed_functional_pass"])),
-        ("verifier errors", lambda s: str(s["verifier_errors"])),
-        ("seconds", lambda s: f"{s['seconds']:.1f}"),
-    ]
-    for label, cell in rows:
-        table.add_row(label, *(cell(s) for s in domains.values()))
+        if smoke:
+            cfg = smoke_config(seed)
+        elif full:
+            cfg = full_config(seed, seeds if seeds is not None else 3, domain)
+        else:
+            cfg = quick_config(seed, domain)
+        if seeds is not None:
+            cfg.seeds = seeds
+        if domain is not None:
+            cfg.domain = domain
+        if workers is not None:
+            cfg.workers = workers
+        report = run_pipeline(cfg, out, log=lambda m: err_console.print(m, highlight=False, soft_wrap=True))
+    rows = table_rows(report, titles=False)
+    table = Table(title=f"pivot-envs demo: {report['domain']}, seeds {report['seeds']}, "
+                        f"{report['model_params']:,}-parameter base, {report['wall_seconds'] / 60:.1f} min")
+    for i, name in enumerate(rows[0]):
+        table.add_column(name, justify="left" if i == 0 else "right")
+    for row in rows[1:]:
+        table.add_row(*row)
     console.print(table)
+    for claim in report["claims"]:
+        mark = {True: "[green]reproduced[/]", False: "[red]not reproduced[/]", None: "[dim]not measured[/]"}[claim["holds"]]
+        console.print(f"{mark}: {claim['text']}")
     console.print(f"report: {out / 'report.md'}  {out / 'report.json'}")
 
 

@@ -1,0 +1,551 @@
+"""``pivot-envs demo``: a small-scale PivotRL reproduction on bundled data, CPU only.
+
+::
+
+    from pivot_envs.demo import quick_config, full_config, run_pipeline
+
+    report = run_pipeline(quick_config(seed=0), "runs/demo")      # ~10 min on 2 cores
+    report = run_pipeline(full_config(seed=0, seeds=3), "runs/full")  # the paper's table, < 1 h
+    report["arms"]["pivotrl"]["in_domain_accuracy"]
+
+Stages (each prints progress and keeps its output in ``DIR``; a stage whose
+output is there with the same settings is skipped, so an interrupted demo
+resumes where it stopped):
+
+1. ``verifiers``: the verifier summary of :mod:`pivot_envs.verifier_demo` (extract ->
+   env -> verify expert, alternative and wrong actions in every built-in domain).
+2. ``data``: the domain's bundled pivots, split by trajectory: the *base* part (the
+   base model learns from it), the *validation* part (hyper-parameters are chosen on
+   it) and the *candidates* D_cand (what the arms train on); test pivots come from
+   the bundled test split. ``DIR/data/*.jsonl``.
+3. ``base``: the base model (:mod:`pivot_envs.demo_base`): partly competent in the
+   domain, and it knows the OOD probes. ``DIR/base_model``.
+4. ``profile``: K samples of the base model at every candidate, scored by the domain
+   verifier (:func:`pivot_envs.profile.profile_pivots`, checkpointed).
+5. ``filter``: D_adv = ``var > 0 and mean < lambda`` for each lambda tried; a random
+   subset of D_cand of the same size (the ablations); the PVPO set.
+6. ``select`` (when grids are given): learning rates of SFT and PivotRL and lambda,
+   chosen by greedy functional accuracy on the *validation* pivots.
+7. ``arms``: every arm trained from the same base model for the same number of
+   optimiser steps and evaluated on the test pivots and the OOD probes
+   (:mod:`pivot_envs.demo_arms`); the main arms at several seeds.
+8. ``report``: ``report.json``, ``report.md`` and plots (:mod:`pivot_envs.demo_report`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pivot_envs.demo_arms import ARMS, RunSettings, RunSpec, execute_run, quiet_transformers, read_run, run_many
+from pivot_envs.demo_base import BaseRecipe, build_base_model, read_base_report
+from pivot_envs.types import Pivot, stable_hash
+
+Logger = Callable[[str], None]
+
+
+@dataclass
+class DemoConfig:
+    """Settings of one demo run; :func:`quick_config`, :func:`full_config` and :func:`smoke_config` are presets.
+
+    Attributes:
+        domain: built-in domain with bundled data whose pivots the demo trains on.
+        kinds: pivot kinds kept (``pivot.meta["kind"]``, e.g. ``tool_call``); empty: all.
+        seed: seeds the data split, the base model, the profile, the filters and the first arm seed.
+        seeds: seeds of the main arms (``base``, ``sft``, ``pivotrl``): ``seed, seed + 1, ...``.
+        arms: arms to run (names of :data:`pivot_envs.demo_arms.ARMS`).
+        base_fraction: share of the training trajectories the base model learns from.
+        val_fraction: share of the other training trajectories set aside for validation.
+        base_sees_candidates: the base model also learns from the candidates' trajectories (the
+            "fewer steps on the same data" recipe); otherwise the arms train on trajectories it never saw.
+        max_base: cap on the base model's domain pivots (a seeded sample; ``None``: all).
+        max_candidates: cap on D_cand (a seeded sample; ``None``: all).
+        max_val: cap on validation pivots.
+        max_test: cap on test pivots (a seeded sample of the test split; ``None``: all).
+        base: the base model recipe.
+        profile_k: K, samples per candidate when profiling with the base model.
+        lambda_diff: lambda of D_adv (``mean < lambda``) when no grid is searched.
+        lambda_grid: lambdas tried on the validation split (empty: use ``lambda_diff``).
+        min_train_pivots: if D_adv has fewer pivots, it is topped up with random candidates (and the
+            report says so): a base model without mixed groups would leave nothing to train on.
+        steps: optimiser steps of every trained arm.
+        pivots_per_step: pivots per step (SFT batch and RL minibatch alike).
+        group_size: G, RL samples per pivot.
+        beta: KL coefficient of the RL arms.
+        rl_lr: PivotRL learning rate when no grid is searched (also used by the ablation arms).
+        rl_lr_grid: RL learning rates tried on the validation split.
+        sft_lr: SFT learning rate when no grid is searched.
+        sft_lr_grid: SFT learning rates tried on the validation split.
+        max_new_tokens: longest sampled action.
+        eval_k: samples per test pivot for mean@k.
+        verifier_pivots: pivots per domain in the verifier summary (``0``: no summary).
+        workers: runs trained/evaluated at once in worker processes (one CPU thread each).
+        threads: torch CPU threads of the in-process stages (base model, profiling).
+    """
+
+    domain: str = "search"
+    kinds: tuple[str, ...] = ()
+    seed: int = 0
+    seeds: int = 1
+    arms: tuple[str, ...] = ("base", "pivotrl")
+    base_fraction: float = 0.5
+    val_fraction: float = 0.15
+    base_sees_candidates: bool = False
+    max_base: int | None = None
+    max_candidates: int | None = 320
+    max_val: int = 80
+    max_test: int | None = 150
+    base: BaseRecipe = field(default_factory=lambda: BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=500))
+    profile_k: int = 8
+    lambda_diff: float = 1.0
+    lambda_grid: tuple[float, ...] = ()
+    min_train_pivots: int = 8
+    steps: int = 40
+    pivots_per_step: int = 8
+    group_size: int = 8
+    beta: float = 0.02
+    rl_lr: float = 5e-4
+    rl_lr_grid: tuple[float, ...] = ()
+    sft_lr: float = 3e-4
+    sft_lr_grid: tuple[float, ...] = ()
+    max_new_tokens: int = 64
+    eval_k: int = 4
+    verifier_pivots: int = 60
+    workers: int = 2
+    threads: int = 2
+
+    def __post_init__(self) -> None:
+        if isinstance(self.base, dict):
+            self.base = BaseRecipe(**self.base)
+        for name in ("kinds", "arms", "lambda_grid", "rl_lr_grid", "sft_lr_grid"):
+            setattr(self, name, tuple(getattr(self, name)))
+        unknown = [a for a in self.arms if a not in ARMS]
+        if unknown:
+            raise ValueError(f"DemoConfig.arms: unknown arm {unknown[0]!r}; arms: {', '.join(ARMS)}")
+        if "pivotrl" not in self.arms and any(a in self.arms for a in ("no_filter", "strict_reward")):
+            raise ValueError("DemoConfig.arms: no_filter and strict_reward are ablations of pivotrl; add pivotrl")
+        if self.seeds < 1 or self.steps < 1 or self.group_size < 2 or self.profile_k < 2:
+            raise ValueError("DemoConfig: seeds and steps must be >= 1, group_size and profile_k >= 2")
+        if not (0 < self.base_fraction < 1 and 0 <= self.val_fraction < 1):
+            raise ValueError("DemoConfig: base_fraction must be in (0, 1) and val_fraction in [0, 1)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def quick_config(seed: int = 0, domain: str | None = None) -> DemoConfig:
+    """``pivot-envs demo``: base vs PivotRL, one seed, fixed hyper-parameters (< 10 min on 2 cores)."""
+    return DemoConfig(seed=seed, **({"domain": domain} if domain else {}))
+
+
+def full_config(seed: int = 0, seeds: int = 3, domain: str | None = None) -> DemoConfig:
+    """``pivot-envs demo --full``: every arm, ``seeds`` seeds of the main arms, lambda and learning rates
+    chosen on the validation split (< 60 min on 2 cores)."""
+    return DemoConfig(seed=seed, seeds=seeds, arms=ARMS, lambda_grid=(1.0, 0.5), rl_lr_grid=(3e-4, 1e-3),
+                      sft_lr_grid=(3e-4, 1e-3), **({"domain": domain} if domain else {}))
+
+
+def smoke_config(seed: int = 0) -> DemoConfig:
+    """A seconds-long run of every stage and arm (tests): a minute model, a handful of pivots and steps."""
+    return DemoConfig(
+        seed=seed, seeds=1, arms=ARMS, max_base=40, max_candidates=12, max_val=4, max_test=4,
+        base=BaseRecipe(hidden_size=32, n_layers=1, n_heads=2, vocab_size=400, max_context_tokens=96, steps=4,
+                        domain_batch=4, probe_batch=4, probe_items=50, warmup_steps=1),
+        profile_k=2, lambda_grid=(1.0, 0.5), min_train_pivots=4, steps=2, pivots_per_step=2, group_size=2,
+        rl_lr_grid=(1e-3,), sft_lr_grid=(1e-3,), max_new_tokens=8, eval_k=1, verifier_pivots=2, workers=1,
+        threads=1,
+    )
+
+
+# --------------------------------------------------------------------------- the pipeline
+
+
+def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = None) -> dict[str, Any]:
+    """Run (or resume) every stage of the demo in ``out_dir``; returns the report (also ``report.json``)."""
+    from pivot_envs.demo_report import build_report, write_report
+
+    say = log or _stderr
+    cfg = config
+    quiet_transformers()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    (out / "demo_config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n", encoding="utf-8")
+    timings_path = out / "timings.json"
+    timings: dict[str, float] = json.loads(timings_path.read_text()) if timings_path.exists() else {}
+
+    def timed(name: str, fn: Callable[[], Any]) -> Any:
+        """Run a stage; its wall time adds to the stage's total over every invocation (``timings.json``)."""
+        t0 = time.perf_counter()
+        say(f"== {name}")
+        value = fn()
+        timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t0, 2)
+        timings_path.write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
+        return value
+
+    verifiers = timed("verifier summary", lambda: stage_verifiers(cfg, out, say))
+    data = timed("data", lambda: stage_data(cfg, out, say))
+    base = timed("base model", lambda: stage_base(cfg, out, data, say))
+    profiled = timed("profile", lambda: stage_profile(cfg, out, base, data, say))
+    pivot_sets = timed("filter", lambda: stage_filter(cfg, out, profiled, say))
+    settings = RunSettings(
+        root=str(out), domain=cfg.domain, base_model=str(base["dir"]), val_pivots=data["files"]["val"],
+        test_pivots=data["files"]["test"], max_context_tokens=cfg.base.max_context_tokens,
+        max_new_tokens=cfg.max_new_tokens, steps=cfg.steps, pivots_per_step=cfg.pivots_per_step,
+        group_size=cfg.group_size, beta=cfg.beta, eval_k=cfg.eval_k, num_threads=1, fingerprint=base["key"],
+    )
+    selection = timed("select", lambda: stage_select(cfg, settings, pivot_sets, say))
+    runs = timed("arms", lambda: stage_arms(cfg, settings, pivot_sets, selection, say))
+    this_call = time.perf_counter() - began
+    report = build_report(cfg, runs=runs, data=data, base=base, profile=pivot_sets["profile"],
+                          filters=pivot_sets["audits"], selection=selection, verifiers=verifiers,
+                          stage_seconds=timings, wall_seconds=sum(timings.values()))
+    report["invocation_seconds"] = round(this_call, 1)
+    write_report(report, out)
+    say(f"== report: {out / 'report.md'} ({this_call:.0f} s in this call, {sum(timings.values()):.0f} s in all)")
+    return report
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def stage_verifiers(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any] | None:
+    """The verifier summary of every built-in domain (``DIR/verifiers.json``)."""
+    if cfg.verifier_pivots <= 0:
+        return None
+    from pivot_envs.verifier_demo import DEMO_DOMAINS, run_domain
+
+    key = stable_hash("verifiers", cfg.verifier_pivots, cfg.seed)
+    path = out / "verifiers.json"
+    done = _load_stage(path, key)
+    if done is not None:
+        say("  (done before)")
+        return done
+    domains = {}
+    for domain in DEMO_DOMAINS:
+        say(f"  {domain} ...")
+        domains[domain] = asdict(run_domain(domain, cfg.verifier_pivots, cfg.seed))
+    return _save_stage(path, key, {"domains": domains})
+
+
+def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
+    """Split the bundled pivots by trajectory into base / validation / candidates, and sample the test pivots."""
+    from pivot_envs.envs_data import load_pivots
+    from pivot_envs.jsonl import write_jsonl
+
+    key = stable_hash("data", cfg.domain, cfg.kinds, cfg.seed, cfg.base_fraction, cfg.val_fraction, cfg.max_base,
+                      cfg.base_sees_candidates,
+                      cfg.max_candidates, cfg.max_val, cfg.max_test)
+    folder = out / "data"
+    path = folder / "data.json"
+    done = _load_stage(path, key)
+    if done is not None:
+        say(f"  (done before) base {done['sizes']['base']}, candidates {done['sizes']['candidates']}, "
+            f"val {done['sizes']['val']}, test {done['sizes']['test']} pivots")
+        return done
+    train = _keep_kinds(load_pivots(cfg.domain, "train"), cfg.kinds)
+    test = _keep_kinds(load_pivots(cfg.domain, "test"), cfg.kinds)
+    parts = split_by_trajectory(train, cfg.base_fraction, cfg.val_fraction, seed=cfg.seed)
+    rng = random.Random(f"demo-data:{cfg.seed}")
+    if cfg.base_sees_candidates:
+        parts["base"] = parts["base"] + parts["candidates"]
+    parts["base"] = _sample(parts["base"], cfg.max_base, rng)
+    parts["candidates"] = _sample(parts["candidates"], cfg.max_candidates, rng)
+    parts["val"] = _sample(parts["val"], cfg.max_val, rng)
+    parts["test"] = _sample(test, cfg.max_test, rng)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, pivots in parts.items():
+        files[name] = str(folder / f"{name}.jsonl")
+        write_jsonl(files[name], [p.to_dict() for p in pivots])
+    sizes = {name: len(p) for name, p in parts.items()}
+    sizes["trajectories_base"] = len({_traj(p) for p in parts["base"]})
+    sizes["trajectories_candidates"] = len({_traj(p) for p in parts["candidates"]})
+    say(f"  base {sizes['base']}, candidates {sizes['candidates']}, val {sizes['val']}, test {sizes['test']} pivots")
+    return _save_stage(path, key, {"files": files, "sizes": sizes, "domain": cfg.domain, "kinds": list(cfg.kinds)})
+
+
+def split_by_trajectory(pivots: Sequence[Pivot], base_fraction: float, val_fraction: float,
+                        seed: int = 0) -> dict[str, list[Pivot]]:
+    """``{"base", "val", "candidates"}``: pivots split by their trajectory (no trajectory is in two parts).
+
+    A seeded shuffle of the trajectory ids: the first ``base_fraction`` go to ``base``, then
+    ``val_fraction`` of the rest to ``val``, the others to ``candidates``; pivot order is kept.
+    """
+    ids = sorted({_traj(p) for p in pivots})
+    random.Random(f"demo-split:{seed}").shuffle(ids)
+    n_base = round(len(ids) * base_fraction)
+    n_val = round((len(ids) - n_base) * val_fraction)
+    where = {t: ("base" if i < n_base else "val" if i < n_base + n_val else "candidates") for i, t in enumerate(ids)}
+    parts: dict[str, list[Pivot]] = {"base": [], "val": [], "candidates": []}
+    for p in pivots:
+        parts[where[_traj(p)]].append(p)
+    return parts
+
+
+def stage_base(cfg: DemoConfig, out: Path, data: dict[str, Any], say: Logger) -> dict[str, Any]:
+    """Build the base model (``DIR/base_model``) unless it is there with the same recipe and data."""
+    from pivot_envs.formats import read_pivots
+
+    recipe = dataclasses.replace(cfg.base, num_threads=cfg.threads)
+    key = stable_hash("base", data["key"], asdict(cfg.base), cfg.domain)
+    folder = out / "base_model"
+    marker = folder / "demo_stage.json"
+    report = read_base_report(folder)
+    if report is not None and marker.exists() and json.loads(marker.read_text())["key"] == key:
+        say(f"  (done before) {report.parameters:,} parameters")
+        return {"dir": str(folder), "key": key, "report": asdict(report)}
+    if folder.exists():
+        shutil.rmtree(folder)
+    base_pivots = read_pivots(data["files"]["base"])
+    say(f"  training a {recipe.n_layers}-layer, {recipe.hidden_size}-wide model on {len(base_pivots)} domain pivots "
+        f"+ {recipe.probe_items} probe items, {recipe.steps} steps ...")
+    every = max(10, (recipe.steps // 8) // 10 * 10)
+    t0 = time.perf_counter()
+
+    def progress(step: int, steps: int, domain_loss: float, probe_loss: float) -> None:
+        if step % every == 0 or step == steps:
+            say(f"  step {step}/{steps}: action loss {domain_loss:.3f}, probe loss {probe_loss:.3f} "
+                f"({time.perf_counter() - t0:.0f} s)")
+
+    report = build_base_model(cfg.domain, base_pivots, folder, recipe, seed=cfg.seed, progress=progress)
+    marker.write_text(json.dumps({"key": key}) + "\n", encoding="utf-8")
+    say(f"  {report.parameters:,} parameters, {report.seconds:.0f} s")
+    return {"dir": str(folder), "key": key, "report": asdict(report)}
+
+
+def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[str, Any], say: Logger) -> dict[str, Any]:
+    """Profile every candidate with K samples of the base model (checkpointed; resumes)."""
+    from pivot_envs.agents.hf import HFAgent
+    from pivot_envs.formats import read_pivots
+    from pivot_envs.jsonl import write_jsonl
+    from pivot_envs.profile import profile_pivots
+
+    key = stable_hash("profile", base["key"], cfg.profile_k, cfg.seed, cfg.max_new_tokens)
+    folder = out / "data"
+    path = folder / "profile.json"
+    done = _load_stage(path, key)
+    if done is not None:
+        say(f"  (done before) {done['stats']['candidates']} candidates")
+        return done
+    candidates = read_pivots(data["files"]["candidates"])
+    agent = HFAgent(base["dir"], device="cpu", temperature=1.0, max_new_tokens=cfg.max_new_tokens,
+                    max_prompt_tokens=cfg.base.max_context_tokens, batch_size=16, logprobs="none",
+                    num_threads=cfg.threads)
+    checkpoint = folder / "profile.checkpoint.jsonl"
+    if checkpoint.exists() and not path.exists():
+        say("  resuming from the profile checkpoint")
+    t0 = time.perf_counter()
+    last = [0.0]
+
+    def progress(done_n: int, total: int) -> None:
+        now = time.perf_counter() - t0
+        if done_n == total or now - last[0] > 20:
+            last[0] = now
+            say(f"  {done_n}/{total} candidates profiled ({now:.0f} s)")
+
+    try:
+        profiled = profile_pivots(candidates, agent, None, k=cfg.profile_k, seed=cfg.seed, batch_pivots=16,
+                                  checkpoint=_fresh_checkpoint(checkpoint, key), progress=progress)
+    finally:
+        agent.close()
+    file = folder / "candidates.profiled.jsonl"
+    write_jsonl(file, [p.to_dict() for p in profiled])
+    stats = profile_stats(profiled, cfg.profile_k)
+    say(f"  mean reward {stats['mean_reward']:.3f}; zero-variance {stats['zero_var_frac']:.2f} "
+        f"(all wrong {stats['all_wrong_frac']:.2f}, all right {stats['all_right_frac']:.2f}); mixed {stats['mixed_frac']:.2f}")
+    return _save_stage(path, key, {"file": str(file), "stats": stats, "seconds": round(time.perf_counter() - t0, 2)})
+
+
+def profile_stats(pivots: Sequence[Pivot], k: int) -> dict[str, Any]:
+    """How the base model's K samples fell at the candidates: the share of zero-variance (all-equal) groups etc."""
+    scored = [p for p in pivots if p.profile is not None and p.profile.rewards]
+    n = max(1, len(scored))
+    means = [p.profile.mean for p in scored]  # type: ignore[union-attr]
+    return {
+        "candidates": len(pivots),
+        "scored": len(scored),
+        "k": k,
+        "rollouts": len(pivots) * k,
+        "mean_reward": sum(means) / n,
+        "strict_mean_reward": sum((p.profile.strict_mean or 0.0) for p in scored) / n,  # type: ignore[union-attr]
+        "zero_var_frac": sum(1 for p in scored if p.profile.var == 0) / n,  # type: ignore[union-attr]
+        "all_wrong_frac": sum(1 for m in means if m == 0) / n,
+        "all_right_frac": sum(1 for m in means if m == 1) / n,
+        "mixed_frac": sum(1 for p in scored if p.profile.var > 0) / n,  # type: ignore[union-attr]
+        "mean_histogram": [sum(1 for m in means if lo <= m < lo + 0.125 or (lo == 0.875 and m == 1.0))
+                           for lo in [i / 8 for i in range(8)]],
+    }
+
+
+def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logger) -> dict[str, Any]:
+    """Write the pivot sets: D_adv per lambda, the random D_cand subsets of equal size, the PVPO set."""
+    from pivot_envs.formats import read_pivots
+    from pivot_envs.jsonl import write_jsonl
+    from pivot_envs.pivot_filter import FilterConfig, filter_pivots
+
+    profiled = read_pivots(profile["file"])
+    folder = out / "data"
+    sets: dict[str, Any] = {"adv": {}, "random": {}, "audits": {}, "profile": profile, "topped_up": {}}
+    for lam in sorted(set(cfg.lambda_grid) | {cfg.lambda_diff}, reverse=True):
+        kept, audit = filter_pivots(profiled, FilterConfig(mode="adv", max_mean=lam))
+        topped = 0
+        if len(kept) < cfg.min_train_pivots:
+            ids = {p.id for p in kept}
+            rest = [p for p in profiled if p.id not in ids]
+            extra = random.Random(f"demo-topup:{cfg.seed}:{lam}").sample(rest, min(len(rest), cfg.min_train_pivots - len(kept)))
+            topped = len(extra)
+            kept = kept + extra
+            say(f"  WARNING: D_adv(lambda={lam:g}) has {audit.kept} pivots; topped up with {topped} random candidates")
+        tag = f"{lam:g}"
+        sets["adv"][tag] = str(folder / f"adv_lambda{tag}.jsonl")
+        write_jsonl(sets["adv"][tag], [p.to_dict() for p in kept])
+        rand, raudit = filter_pivots(profiled, FilterConfig(mode="random", n=len(kept), seed=cfg.seed))
+        sets["random"][tag] = str(folder / f"random_lambda{tag}.jsonl")
+        write_jsonl(sets["random"][tag], [p.to_dict() for p in rand])
+        sets["audits"][f"adv_lambda{tag}"] = {**audit.to_dict(), "topped_up": topped, "train_pivots": len(kept)}
+        sets["audits"][f"random_lambda{tag}"] = {**raudit.to_dict(), "train_pivots": len(rand),
+                                                 "zero_var_in_sample": sum(1 for p in rand if p.profile and p.profile.var == 0)}
+        sets["topped_up"][tag] = topped
+        say(f"  lambda {lam:g}: D_adv {audit.kept} of {audit.candidates} candidates "
+            f"(zero variance {audit.zero_var}, too easy {audit.too_easy})")
+    pvpo, paudit = filter_pivots(profiled, FilterConfig(mode="pvpo"))
+    if not pvpo:
+        pvpo = list(profiled)
+    sets["pvpo"] = str(folder / "pvpo.jsonl")
+    write_jsonl(sets["pvpo"], [p.to_dict() for p in pvpo])
+    sets["audits"]["pvpo"] = {**paudit.to_dict(), "train_pivots": len(pvpo)}
+    return sets
+
+
+def stage_select(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], say: Logger) -> dict[str, Any]:
+    """Choose the RL and SFT learning rates and lambda by validation accuracy (or take the fixed values)."""
+    rollouts = sets["profile"]["stats"]["rollouts"]
+    lam0 = f"{cfg.lambda_diff:g}"
+    selection: dict[str, Any] = {"rl_lr": cfg.rl_lr, "sft_lr": cfg.sft_lr, "lambda": cfg.lambda_diff, "trials": []}
+    wants_rl = any(a in cfg.arms for a in ("pivotrl", "no_filter", "strict_reward", "pvpo"))
+    first: list[RunSpec] = []
+    if wants_rl and len(cfg.rl_lr_grid) > 0:
+        first += [RunSpec("pivotrl", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", ("val",), rollouts)
+                  for lr in cfg.rl_lr_grid]
+    if "sft" in cfg.arms and len(cfg.sft_lr_grid) > 0:
+        first += [RunSpec("sft", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", ("val",)) for lr in cfg.sft_lr_grid]
+    if not first and not cfg.lambda_grid:
+        say("  fixed settings (no grid): RL lr %g, SFT lr %g, lambda %g" % (cfg.rl_lr, cfg.sft_lr, cfg.lambda_diff))
+        return selection
+    results = run_many(first, settings, cfg.workers)
+    rl = [(s, r) for s, r in zip(first, results) if s.arm == "pivotrl"]
+    sft = [(s, r) for s, r in zip(first, results) if s.arm == "sft"]
+    if rl:
+        selection["rl_lr"] = _best(rl).lr
+    if sft:
+        selection["sft_lr"] = _best(sft).lr
+    lam_trials = []
+    if wants_rl and cfg.lambda_grid:
+        lam_specs = [RunSpec("pivotrl", cfg.seed, sets["adv"][f"{lam:g}"], selection["rl_lr"], f"lambda={lam:g}",
+                             ("val",), rollouts) for lam in cfg.lambda_grid]
+        lam_trials = list(zip(lam_specs, run_many(lam_specs, settings, cfg.workers)))
+        best = _best(lam_trials)
+        selection["lambda"] = float(best.label.split("=")[1])
+    for spec, result in rl + sft + lam_trials:
+        trial = {"arm": spec.arm, "lr": spec.lr, "label": spec.label, "val_functional": result["val"]["functional"],
+                 "val_strict": result["val"]["strict"], "run": Path(result["folder"]).name}
+        if trial not in selection["trials"]:
+            selection["trials"].append(trial)
+    say(f"  chosen on validation: RL lr {selection['rl_lr']:g}, SFT lr {selection['sft_lr']:g}, "
+        f"lambda {selection['lambda']:g}")
+    return selection
+
+
+def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], selection: dict[str, Any],
+               say: Logger) -> list[dict[str, Any]]:
+    """Train and test every arm (main arms at every seed); returns the ``run.json`` of each run."""
+    lam = f"{selection['lambda']:g}"
+    rollouts = sets["profile"]["stats"]["rollouts"]
+    seeds = [cfg.seed + i for i in range(cfg.seeds)]
+    specs: list[RunSpec] = []
+    evals = ("val", "test") if (cfg.lambda_grid or cfg.rl_lr_grid or cfg.sft_lr_grid) else ("test",)
+    for arm in cfg.arms:
+        arm_seeds = seeds if arm in ("base", "sft", "pivotrl") else [cfg.seed]
+        for seed in arm_seeds:
+            if arm == "base":
+                specs.append(RunSpec("base", seed, evals=("test",)))
+            elif arm == "sft":
+                specs.append(RunSpec("sft", seed, sets["adv"][lam], selection["sft_lr"], f"lambda={lam}", evals))
+            elif arm == "pivotrl":
+                specs.append(RunSpec("pivotrl", seed, sets["adv"][lam], selection["rl_lr"], f"lambda={lam}", evals,
+                                     rollouts))
+            elif arm == "no_filter":
+                specs.append(RunSpec("no_filter", seed, sets["random"][lam], selection["rl_lr"], f"n=|D_adv({lam})|",
+                                     ("test",)))
+            elif arm == "strict_reward":
+                specs.append(RunSpec("strict_reward", seed, sets["random"][lam], selection["rl_lr"],
+                                     f"n=|D_adv({lam})|", ("test",)))
+            elif arm == "pvpo":
+                specs.append(RunSpec("pvpo", seed, sets["pvpo"], selection["rl_lr"], "pvpo", ("test",), rollouts))
+    todo = [s for s in specs if "test" not in read_run(s, settings)]
+    if len(todo) < len(specs):
+        say(f"  {len(specs) - len(todo)} of {len(specs)} runs done before")
+    run_many(todo, settings, cfg.workers)
+    return [execute_run(s, settings) for s in specs]  # all done: this only reads them back
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _best(trials: list[tuple[RunSpec, dict[str, Any]]]) -> RunSpec:
+    """The spec with the highest validation accuracy (ties: the first in grid order)."""
+    best = max(range(len(trials)), key=lambda i: (trials[i][1]["val"]["functional"], -i))
+    return trials[best][0]
+
+
+def _keep_kinds(pivots: Sequence[Pivot], kinds: Sequence[str]) -> list[Pivot]:
+    return [p for p in pivots if not kinds or p.meta.get("kind") in kinds]
+
+
+def _traj(p: Pivot) -> str:
+    return str(p.meta.get("trajectory_id") or p.meta.get("source") or p.id)
+
+
+def _sample(pivots: list[Pivot], n: int | None, rng: random.Random) -> list[Pivot]:
+    if n is None or len(pivots) <= n:
+        return list(pivots)
+    keep = sorted(rng.sample(range(len(pivots)), n))
+    return [pivots[i] for i in keep]
+
+
+def _load_stage(path: Path, key: str) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if data.get("key") == key else None
+
+
+def _save_stage(path: Path, key: str, data: dict[str, Any]) -> dict[str, Any]:
+    data = {**data, "key": key}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return data
+
+
+def _fresh_checkpoint(path: Path, key: str) -> Path:
+    """The profile checkpoint of this key (one of another key, from an older base model, is removed)."""
+    tag = path.with_suffix(".key")
+    if path.exists() and (not tag.exists() or tag.read_text().strip() != key):
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tag.write_text(key + "\n")
+    return path
+
+
+def _stderr(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,396 @@
+"""The demo's report: per-arm aggregation over seeds, the paper's claims checked, markdown, JSON and plots.
+
+``report.json``::
+
+    {"arms": {NAME: {"in_domain_accuracy", "ood_accuracy", "rollout_turns", ...}},
+     "wall_seconds", "seed", "seeds", "model_params", "claims": [...], "data": {...}, ...}
+
+``in_domain_accuracy`` is the greedy functional accuracy on the test pivots (the
+domain's verifier), ``ood_accuracy`` the greedy exact-match accuracy on the fixed
+probe set; with several seeds both are means, with ``*_std`` (sample standard
+deviation) and ``per_seed`` next to them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any, Sequence
+
+from pivot_envs.demo_arms import ARM_TITLES, ARMS
+
+CLAIM_MARGIN = 0.10
+"""PivotRL must beat Base in-domain by at least this much (10 points)."""
+
+
+def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One entry per arm from its runs' ``run.json`` (means over seeds, sample std, per-seed rows)."""
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        if "test" in run:
+            by_arm.setdefault(run["arm"], []).append(run)
+    out: dict[str, dict[str, Any]] = {}
+    for arm in sorted(by_arm, key=lambda a: ARMS.index(a) if a in ARMS else len(ARMS)):
+        rows = sorted(by_arm[arm], key=lambda r: r["seed"])
+        tests = [r["test"] for r in rows]
+        trains = [r.get("train") or {} for r in rows]
+        entry: dict[str, Any] = {"title": ARM_TITLES.get(arm, arm), "seeds": [r["seed"] for r in rows]}
+        for name, key in (("in_domain_accuracy", "functional"), ("strict_accuracy", "strict"),
+                          ("mean_at_k_functional", "mean_at_k_functional"), ("mean_at_k_strict", "mean_at_k_strict"),
+                          ("ood_accuracy", "ood_accuracy")):
+            values = [t[key] for t in tests if t.get(key) is not None]
+            entry[name], entry[f"{name}_std"] = mean_std(values)
+        val = [r["val"]["functional"] for r in rows if r.get("val")]
+        entry["val_accuracy"], entry["val_accuracy_std"] = mean_std(val)
+        entry["rollout_turns"] = _mean_int([r.get("rollout_turns", 0) for r in rows])
+        entry["profile_rollouts"] = _mean_int([r.get("profile_rollouts", 0) for r in rows])
+        entry["train_rollouts"] = _mean_int([t.get("rollouts", 0) for t in trains])
+        entry["steps"] = _mean_int([t.get("steps", 0) for t in trains])
+        entry["updates"] = _mean_int([t.get("updates", 0) for t in trains])
+        entry["train_seconds"] = _mean_float([t.get("seconds", 0.0) for t in trains])
+        entry["eval_seconds"] = _mean_float([t["seconds"] for t in tests])
+        if any(t.get("kind") == "rl" for t in trains):
+            entry["zero_var_frac"] = mean_std([t["zero_var_frac"] for t in trains if t.get("zero_var_frac") is not None])[0]
+            entry["completion_tokens"] = _mean_int([t.get("completion_tokens", 0) for t in trains])
+            entry["reward_first"] = mean_std([t["reward_first"] for t in trains if t.get("reward_first") is not None])[0]
+            entry["reward_last"] = mean_std([t["reward_last"] for t in trains if t.get("reward_last") is not None])[0]
+        if any(t.get("kind") == "sft" for t in trains):
+            entry["tokens"] = _mean_int([t.get("tokens", 0) for t in trains])
+            entry["loss_tokens"] = _mean_int([t.get("loss_tokens", 0) for t in trains])
+            entry["loss_first"] = mean_std([t["loss_first"] for t in trains if t.get("loss_first") is not None])[0]
+            entry["loss_last"] = mean_std([t["loss_last"] for t in trains if t.get("loss_last") is not None])[0]
+        entry["lr"] = rows[0].get("lr")
+        entry["train_pivots_file"] = rows[0].get("pivots")
+        entry["per_seed"] = [{"seed": r["seed"], "in_domain_accuracy": r["test"]["functional"],
+                              "strict_accuracy": r["test"]["strict"], "ood_accuracy": r["test"].get("ood_accuracy"),
+                              "run": Path(r["folder"]).name} for r in rows]
+        out[arm] = entry
+    return out
+
+
+def check_claims(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paper's claims at this scale: ``holds`` is True/False, or None when an arm it needs is missing."""
+    def acc(arm: str, key: str = "in_domain_accuracy") -> float | None:
+        value = arms.get(arm, {}).get(key)
+        return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+    claims = []
+    base, rl, sft = acc("base"), acc("pivotrl"), acc("sft")
+    claims.append(_claim("pivotrl_beats_base",
+                         f"PivotRL in-domain accuracy >= Base + {CLAIM_MARGIN * 100:.0f} points",
+                         None if base is None or rl is None else rl >= base + CLAIM_MARGIN - 1e-12,
+                         {"base": base, "pivotrl": rl}))
+    claims.append(_claim("pivotrl_not_below_sft", "PivotRL in-domain accuracy >= SFT",
+                         None if sft is None or rl is None else rl >= sft - 1e-12, {"sft": sft, "pivotrl": rl}))
+    b_ood, rl_ood, sft_ood = acc("base", "ood_accuracy"), acc("pivotrl", "ood_accuracy"), acc("sft", "ood_accuracy")
+    holds: bool | None = None
+    note = ""
+    if None not in (b_ood, rl_ood, sft_ood):
+        rl_drop, sft_drop = b_ood - rl_ood, b_ood - sft_ood  # type: ignore[operator]
+        if sft_drop <= 0:
+            holds = rl_drop <= 0
+            note = "SFT lost no OOD accuracy, so the claim only holds if PivotRL lost none either"
+        else:
+            holds = rl_drop <= 0.5 * sft_drop + 1e-12
+    claims.append(_claim("ood_drop_at_most_half_of_sft", "OOD drop of PivotRL <= half the OOD drop of SFT", holds,
+                         {"base": b_ood, "pivotrl": rl_ood, "sft": sft_ood,
+                          "pivotrl_drop": None if holds is None else b_ood - rl_ood,  # type: ignore[operator]
+                          "sft_drop": None if holds is None else b_ood - sft_ood}, note))  # type: ignore[operator]
+    nf, st = acc("no_filter"), acc("strict_reward")
+    claims.append(_claim("table4_ordering", "Table 4 ordering: PivotRL > - pivot filtering > - functional reward",
+                         None if None in (rl, nf, st) else (rl > nf > st),  # type: ignore[operator]
+                         {"pivotrl": rl, "no_filter": nf, "strict_reward": st}))
+    return claims
+
+
+def diagnose(report: dict[str, Any]) -> list[str]:
+    """Observations computed from the numbers, to read the claims by (no judgement beyond the arithmetic)."""
+    notes = []
+    arms, p = report["arms"], report["profile"]
+    kept = next((a["kept"] for name, a in report["filters"].items() if name.startswith("adv_lambda")
+                 and name.endswith(f"{report['selection']['lambda']:g}")), None)
+    notes.append(f"The base model's K = {p['k']} samples were all wrong at {p['all_wrong_frac']:.0%} of the "
+                 f"{p['candidates']} candidates and mixed at {p['mixed_frac']:.0%} (mean reward {p['mean_reward']:.3f}); "
+                 f"D_adv kept {kept} of them." + (" A D_adv this small is revisited many times in "
+                 f"{report['settings']['steps']} steps of {report['settings']['pivots_per_step']} pivots, which favours "
+                 "memorising those states over learning a skill that transfers to the test pivots."
+                 if kept is not None and kept < report["settings"]["steps"] * report["settings"]["pivots_per_step"] / 4 else ""))
+    for name in ("pivotrl", "no_filter", "strict_reward", "pvpo"):
+        a, base = arms.get(name), arms.get("base")
+        if not a or not base or a.get("reward_first") is None:
+            continue
+        delta = a["in_domain_accuracy"] - base["in_domain_accuracy"]
+        notes.append(f"{name}: the training reward on its own pivots went from {a['reward_first']:.3f} to "
+                     f"{a['reward_last']:.3f} (zero-variance groups {a['zero_var_frac']:.0%} of the steps' groups, "
+                     f"{a['updates']} of {a['steps']} steps updated the model); test accuracy changed by {delta:+.3f} "
+                     f"and OOD accuracy by {a['ood_accuracy'] - base['ood_accuracy']:+.3f}.")
+    if "sft" in arms and "base" in arms:
+        a, base = arms["sft"], arms["base"]
+        notes.append(f"sft: test accuracy changed by {a['in_domain_accuracy'] - base['in_domain_accuracy']:+.3f} and "
+                     f"OOD accuracy by {a['ood_accuracy'] - base['ood_accuracy']:+.3f}"
+                     + (f"; its loss went from {a['loss_first']:.3f} to {a['loss_last']:.3f}" if a.get("loss_first") else "")
+                     + ".")
+    base = arms.get("base")
+    if base is not None and base.get("strict_accuracy") is not None:
+        notes.append(f"Base accuracy is {base['in_domain_accuracy']:.3f} greedy and {_fmt(base.get('mean_at_k_functional'))} "
+                     "mean@k at temperature 1; DESIGN.md asks for a base at 0.3-0.6 so that groups are mixed."
+                     if base["in_domain_accuracy"] < 0.3 else
+                     f"Base accuracy is {base['in_domain_accuracy']:.3f} greedy.")
+    return notes
+
+
+def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, Any], base: dict[str, Any],
+                 profile: dict[str, Any], filters: dict[str, Any], selection: dict[str, Any],
+                 verifiers: dict[str, Any] | None, stage_seconds: dict[str, float], wall_seconds: float) -> dict[str, Any]:
+    """The ``report.json`` content."""
+    arms = aggregate_arms(runs)
+    base_report = base["report"]
+    report = {
+        "arms": arms,
+        "claims": check_claims(arms),
+        "wall_seconds": round(wall_seconds, 1),
+        "seed": cfg.seed,
+        "seeds": [cfg.seed + i for i in range(cfg.seeds)],
+        "model_params": base_report["parameters"],
+        "domain": cfg.domain,
+        "data": data["sizes"],
+        "base_model": {k: base_report[k] for k in ("parameters", "vocab_size", "base_pivots", "probe_items", "steps",
+                                                   "tokens", "seconds", "recipe")},
+        "profile": {**profile["stats"], "seconds": profile.get("seconds")},
+        "filters": filters,
+        "selection": selection,
+        "stage_seconds": stage_seconds,
+        "settings": {k: v for k, v in cfg.to_dict().items() if k != "base"},
+        "verifiers": verifiers["domains"] if verifiers else None,
+    }
+    report["observations"] = diagnose(report)
+    return report
+
+
+def write_report(report: dict[str, Any], out: str | Path) -> list[Path]:
+    """Write ``report.json``, ``report.md`` and the plots into ``out``; returns the written paths."""
+    out = Path(out)
+    plots = draw_plots(report, out)
+    report["plots"] = [str(p.relative_to(out)) for p in plots]
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(markdown(report), encoding="utf-8")
+    return [out / "report.json", out / "report.md", *plots]
+
+
+# --------------------------------------------------------------------------- text
+
+
+def table_rows(report: dict[str, Any], titles: bool = True) -> list[list[str]]:
+    """Rows of the results table (header first): one per arm (its title, or its short name)."""
+    header = ["arm", "in-domain (functional)", "strict", "mean@k", "OOD probes", "rollout turns",
+              "zero-var groups", "train s", "eval s"]
+    rows = [header]
+    for name, a in report["arms"].items():
+        rows.append([
+            a["title"] if titles else name, _pm(a["in_domain_accuracy"], a.get("in_domain_accuracy_std")),
+            _pm(a["strict_accuracy"], a.get("strict_accuracy_std")), _pm(a.get("mean_at_k_functional"), None),
+            _pm(a["ood_accuracy"], a.get("ood_accuracy_std")), f"{a['rollout_turns']:,}",
+            "-" if a.get("zero_var_frac") is None else f"{a['zero_var_frac']:.2f}",
+            f"{a['train_seconds']:.0f}", f"{a['eval_seconds']:.0f}",
+        ])
+    return rows
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The human-readable report."""
+    r = report
+    seeds = ", ".join(str(s) for s in r["seeds"])
+    lines = [
+        f"# pivot-envs demo: PivotRL at small scale ({r['domain']})",
+        "",
+        f"Seeds {seeds} (main arms; the other arms use seed {r['seed']}). Base model: {r['model_params']:,} parameters. "
+        f"Data: {r['data']['base']} base pivots, {r['data']['candidates']} candidates (D_cand), "
+        f"{r['data']['val']} validation and {r['data']['test']} test pivots. Wall time {r['wall_seconds'] / 60:.1f} min.",
+        "",
+        "## Results (test pivots; mean ± sample std over seeds)",
+        "",
+    ]
+    rows = table_rows(r)
+    lines.append("| " + " | ".join(rows[0]) + " |")
+    lines.append("|" + "---|" * len(rows[0]))
+    lines += ["| " + " | ".join(row) + " |" for row in rows[1:]]
+    k = r["settings"].get("eval_k")
+    lines += [
+        "",
+        f"in-domain = greedy accuracy under the domain's functional verifier; strict = greedy exact match; "
+        f"mean@k = mean functional reward of {k} samples at temperature 1; OOD = greedy exact match on the "
+        "200 fixed probe questions (arithmetic and key-value lookup) the base model learned; rollout turns = "
+        "actions sampled (profiling + training); zero-var groups = share of training groups whose G rewards "
+        "were all equal (no GRPO signal).",
+        "",
+        "## The paper's claims at this scale",
+        "",
+    ]
+    for c in r["claims"]:
+        mark = {True: "reproduced", False: "NOT reproduced", None: "not measured"}[c["holds"]]
+        nums = ", ".join(f"{k} {_fmt(v)}" for k, v in c["numbers"].items() if v is not None)
+        lines.append(f"- **{mark}**: {c['text']} ({nums}){'. ' + c['note'] if c.get('note') else ''}")
+    lines += ["", "Observations (computed from the numbers below):", ""] + [f"- {n}" for n in r.get("observations", [])]
+    p = r["profile"]
+    lines += [
+        "",
+        "## Profiling and the filter",
+        "",
+        f"K = {p['k']} samples of the base model at each of {p['candidates']} candidates ({p['rollouts']:,} rollouts, "
+        f"{_fmt(p.get('seconds'))} s): mean reward {p['mean_reward']:.3f} (strict {p['strict_mean_reward']:.3f}); "
+        f"zero-variance groups {p['zero_var_frac']:.2f} (all wrong {p['all_wrong_frac']:.2f}, all right "
+        f"{p['all_right_frac']:.2f}); mixed {p['mixed_frac']:.2f}. Histogram of the per-turn mean reward "
+        f"(eighths): {p['mean_histogram']}.",
+        "",
+        "| pivot set | kept | zero-variance | too easy | topped up |",
+        "|---|---|---|---|---|",
+    ]
+    for name, a in r["filters"].items():
+        lines.append(f"| {name} | {a.get('train_pivots', a.get('kept'))} | "
+                     f"{a.get('zero_var_in_sample', a.get('zero_var', '-')) if name.startswith('random') else a.get('zero_var', '-')} | "
+                     f"{a.get('too_easy', '-')} | {a.get('topped_up', 0) or '-'} |")
+    sel = r["selection"]
+    lines += ["", "## Hyper-parameters", "",
+              f"Chosen {'on the validation split' if sel['trials'] else '(fixed, no search in this mode)'}: "
+              f"PivotRL lr {sel['rl_lr']:g}, SFT lr {sel['sft_lr']:g}, lambda {sel['lambda']:g}. "
+              f"Every trained arm: {r['settings']['steps']} optimiser steps of {r['settings']['pivots_per_step']} pivots "
+              f"(RL: G = {r['settings']['group_size']}, beta = {r['settings']['beta']:g})."]
+    if sel["trials"]:
+        lines += ["", "| trial | lr | setting | validation functional | validation strict |", "|---|---|---|---|---|"]
+        for t in sel["trials"]:
+            lines.append(f"| {t['arm']} | {t['lr']:g} | {t['label']} | {t['val_functional']:.3f} | {t['val_strict']:.3f} |")
+    lines += ["", "## Per arm", "", "| arm | lr | seeds | steps (updates) | train rollouts | tokens | val | per seed (in-domain / OOD) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for name, a in r["arms"].items():
+        tokens = (f"{a['completion_tokens']:,} sampled" if a.get("completion_tokens") is not None else
+                  f"{a['tokens']:,} ({a['loss_tokens']:,} in loss)" if a.get("tokens") is not None else "-")
+        per = "; ".join(f"s{s['seed']}: {_fmt(s['in_domain_accuracy'])} / {_fmt(s['ood_accuracy'])}" for s in a["per_seed"])
+        lines.append(f"| {name} | {_fmt(a.get('lr'))} | {len(a['seeds'])} | {a['steps']} ({a['updates']}) | "
+                     f"{a['train_rollouts']:,} | {tokens} | {_fmt(a.get('val_accuracy'))} | {per} |")
+    b = r["base_model"]
+    rec = b["recipe"]
+    lines += [
+        "", "## Base model", "",
+        f"{b['parameters']:,} parameters (Llama-style, {rec['n_layers']} layers, width {rec['hidden_size']}, "
+        f"{rec['n_heads']} heads, vocabulary {b['vocab_size']}), prompt window {rec['max_context_tokens']} tokens "
+        f"(contexts cut from the left). Trained {b['steps']} steps in {b['seconds']:.0f} s on a mixture: each step one "
+        f"batch of {rec['domain_batch']} expert turns of the {b['base_pivots']} *base* pivots (trajectories the arms "
+        f"never train on; loss on the action, and weight {rec['prompt_loss_weight']:g} on the prompt) and one batch of "
+        f"{rec['probe_batch']} probe questions ({b['probe_items']} items); lr {rec['lr']:g}.",
+        "",
+        "## Wall time per stage", "",
+        ", ".join(f"{k} {v:.0f} s" for k, v in r["stage_seconds"].items()),
+    ]
+    if r.get("plots"):
+        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in r["plots"]]
+    if r.get("verifiers"):
+        from pivot_envs.verifier_demo import DomainSummary, markdown_report
+
+        summaries = [DomainSummary(**v) for v in r["verifiers"].values()]
+        text = markdown_report(summaries, sum(s.seconds for s in summaries), r["seed"])
+        lines += ["", "## Verifier summary", ""] + text.splitlines()[3:]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def draw_plots(report: dict[str, Any], out: Path) -> list[Path]:
+    """``accuracy.png`` (in-domain and OOD per arm) and ``training.png`` (reward and zero-variance per step)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    paths = []
+    arms = report["arms"]
+    if arms:
+        names = list(arms)
+        fig, ax = plt.subplots(figsize=(1.4 * len(names) + 3, 3.6))
+        x = range(len(names))
+        for offset, key, label in ((-0.2, "in_domain_accuracy", "in-domain (functional)"), (0.2, "ood_accuracy", "OOD probes")):
+            vals = [arms[n].get(key) or 0.0 for n in names]
+            errs = [arms[n].get(f"{key}_std") or 0.0 for n in names]
+            ax.bar([i + offset for i in x], vals, width=0.4, yerr=errs, capsize=3, label=label)
+        ax.set_xticks(list(x), names)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("accuracy")
+        ax.legend()
+        ax.set_title(f"pivot-envs demo ({report['domain']})")
+        fig.tight_layout()
+        paths.append(out / "accuracy.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    curves = _curves(report, out)
+    if curves:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        for name, rows in curves.items():
+            steps = [r["step"] for r in rows]
+            axes[0].plot(steps, [r.get("reward_mean") for r in rows], label=name)
+            axes[1].plot(steps, [r.get("zero_var_frac") for r in rows], label=name)
+        axes[0].set_title("functional reward of the sampled groups")
+        axes[1].set_title("zero-variance groups")
+        for ax in axes:
+            ax.set_xlabel("step")
+            ax.grid(alpha=0.3)
+        axes[0].legend()
+        fig.tight_layout()
+        paths.append(out / "training.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    return paths
+
+
+def _curves(report: dict[str, Any], out: Path) -> dict[str, list[dict[str, Any]]]:
+    """Metrics rows of the first seed of every RL arm (read from the run folders)."""
+    from pivot_envs.trainers.metrics import read_metrics
+
+    curves = {}
+    for name, arm in report["arms"].items():
+        if arm.get("zero_var_frac") is None or not arm["per_seed"]:
+            continue
+        path = out / "runs" / arm["per_seed"][0]["run"] / "train" / "metrics.jsonl"
+        if path.exists():
+            curves[name] = read_metrics(path)
+    return curves
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation (``None`` std for fewer than two values; ``(None, None)`` for none)."""
+    values = [float(v) for v in values]
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def _claim(name: str, text: str, holds: bool | None, numbers: dict[str, Any], note: str = "") -> dict[str, Any]:
+    return {"name": name, "text": text, "holds": holds, "numbers": numbers, "note": note}
+
+
+def _mean_int(values: Sequence[float]) -> int:
+    return int(round(statistics.fmean(values))) if values else 0
+
+
+def _mean_float(values: Sequence[float]) -> float:
+    return round(statistics.fmean(values), 2) if values else 0.0
+
+
+def _pm(value: float | None, std: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + (f" ± {std:.3f}" if std is not None else "")
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1e-3 and value != 0 else f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:g}"
+    return str(value)

@@ -1,0 +1,164 @@
+"""``pivot-envs demo``: the pipeline end to end at a tiny setting, resuming, and the report's aggregation."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from pivot_envs.demo import DemoConfig, profile_stats, smoke_config, split_by_trajectory  # noqa: E402
+from pivot_envs.demo_arms import ARMS, rl_summary  # noqa: E402
+from pivot_envs.demo_report import aggregate_arms, check_claims, mean_std, table_rows  # noqa: E402
+from pivot_envs.types import Pivot, Profile  # noqa: E402
+
+STAGES = {"verifier summary", "data", "base model", "profile", "filter", "select", "arms"}
+
+
+def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
+    from pivot_envs.cli import app
+
+    out = tmp_path / "demo"
+    result = CliRunner().invoke(app, ["demo", "--smoke", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+
+    # the schema the README promises
+    assert set(report["arms"]) == set(ARMS)
+    for name, arm in report["arms"].items():
+        for key in ("in_domain_accuracy", "ood_accuracy", "rollout_turns", "strict_accuracy", "train_seconds"):
+            assert key in arm, (name, key)
+        assert 0.0 <= arm["in_domain_accuracy"] <= 1.0 and 0.0 <= arm["ood_accuracy"] <= 1.0
+    assert report["seed"] == 0 and report["model_params"] > 1000 and report["wall_seconds"] > 0
+    assert set(report["stage_seconds"]) == STAGES
+    assert {c["name"] for c in report["claims"]} == {"pivotrl_beats_base", "pivotrl_not_below_sft",
+                                                     "ood_drop_at_most_half_of_sft", "table4_ordering"}
+
+    # every stage left its output
+    cfg = smoke_config()
+    assert (out / "base_model" / "model.safetensors").exists() and (out / "base_model" / "base_model.json").exists()
+    assert report["data"]["test"] == cfg.max_test and report["data"]["candidates"] == cfg.max_candidates
+    assert report["profile"]["rollouts"] == cfg.max_candidates * cfg.profile_k
+    assert set(report["verifiers"]) == {"tool_use", "terminal", "swe", "search"}
+    trained = [a for a in ARMS if a != "base"]
+    for name in trained:
+        arm = report["arms"][name]
+        assert arm["steps"] == cfg.steps, name  # same gradient steps for every trained arm
+        run = out / "runs" / arm["per_seed"][0]["run"]
+        assert (run / "train" / "final" / "model.safetensors").exists() and (run / "test.json").exists()
+    assert report["arms"]["base"]["rollout_turns"] == 0 and report["arms"]["sft"]["rollout_turns"] == 0
+    # PivotRL pays for profiling; the random-subset ablations do not
+    rl = report["arms"]["pivotrl"]
+    assert rl["rollout_turns"] == rl["train_rollouts"] + report["profile"]["rollouts"]
+    assert rl["train_rollouts"] == cfg.steps * cfg.pivots_per_step * cfg.group_size
+    assert report["arms"]["no_filter"]["rollout_turns"] == report["arms"]["no_filter"]["train_rollouts"]
+    # selection ran on the validation split and its seed-0 winner is the pivotrl row
+    assert report["selection"]["trials"] and all(t["val_functional"] is not None for t in report["selection"]["trials"])
+    assert rl["per_seed"][0]["run"] in {t["run"] for t in report["selection"]["trials"]}
+    md = (out / "report.md").read_text()
+    assert "## Results" in md and "## Verifier summary" in md and "| search |" in md
+    assert (out / "accuracy.png").exists() and (out / "training.png").exists()
+    assert "pivotrl" in result.output and "report.md" in result.output
+
+    # resuming: nothing is redone, the numbers are the same
+    stamp = (out / "base_model" / "model.safetensors").stat().st_mtime_ns
+    again = CliRunner().invoke(app, ["demo", "--smoke", "--out", str(out)])
+    assert again.exit_code == 0, again.output
+    assert "done before" in again.output
+    assert (out / "base_model" / "model.safetensors").stat().st_mtime_ns == stamp
+    second = json.loads((out / "report.json").read_text())
+    assert {k: v["in_domain_accuracy"] for k, v in second["arms"].items()} == \
+        {k: v["in_domain_accuracy"] for k, v in report["arms"].items()}
+    assert second["invocation_seconds"] < report["wall_seconds"]
+
+
+def test_split_by_trajectory_keeps_trajectories_whole_and_is_seeded():
+    pivots = [Pivot(id=f"p{t}-{i}", domain="search", context=[], expert={"role": "assistant", "content": "x"},
+                    meta={"trajectory_id": f"t{t}"}) for t in range(20) for i in range(3)]
+    parts = split_by_trajectory(pivots, 0.4, 0.25, seed=1)
+    owner = {}
+    for name, part in parts.items():
+        for p in part:
+            assert owner.setdefault(p.meta["trajectory_id"], name) == name
+    assert [len({p.meta["trajectory_id"] for p in parts[n]}) for n in ("base", "val", "candidates")] == [8, 3, 9]
+    assert sum(len(p) for p in parts.values()) == 60
+    assert split_by_trajectory(pivots, 0.4, 0.25, seed=1) == parts
+    assert split_by_trajectory(pivots, 0.4, 0.25, seed=2)["base"] != parts["base"]
+
+
+def test_profile_stats_counts_zero_variance_groups():
+    def pivot(rewards):
+        m = sum(rewards) / len(rewards)
+        var = sum((r - m) ** 2 for r in rewards) / len(rewards)
+        return Pivot(id=str(rewards), domain="search", context=[], expert={"role": "assistant", "content": "x"},
+                     profile=Profile(k=4, rewards=rewards, mean=m, var=var, strict_mean=0.0))
+
+    stats = profile_stats([pivot([0, 0, 0, 0]), pivot([1, 1, 1, 1]), pivot([0, 1, 0, 0]), pivot([1, 1, 0, 1])], 4)
+    assert stats["zero_var_frac"] == 0.5 and stats["all_wrong_frac"] == 0.25 and stats["all_right_frac"] == 0.25
+    assert stats["mixed_frac"] == 0.5 and stats["rollouts"] == 16 and stats["mean_reward"] == 0.5
+    assert stats["mean_histogram"] == [1, 0, 1, 0, 0, 0, 1, 1]
+
+
+def test_rl_summary_totals():
+    rows = [{"step": 1, "groups": 8, "resampled_groups": 0, "completion_len_mean": 10.0, "zero_var_frac": 0.5,
+             "reward_mean": 0.25, "updated": True, "used_samples": 32},
+            {"step": 2, "groups": 8, "resampled_groups": 2, "completion_len_mean": 20.0, "zero_var_frac": 0.25,
+             "reward_mean": 0.75, "updated": False, "used_samples": 0}]
+    s = rl_summary(rows, group_size=4, seconds=3.0)
+    assert s["rollouts"] == (8 + 8 + 2) * 4 and s["completion_tokens"] == 8 * 4 * 10 + 8 * 4 * 20
+    assert s["updates"] == 1 and s["zero_var_frac"] == 0.375 and s["reward_first"] == 0.25 and s["reward_last"] == 0.75
+
+
+def _run(arm, seed, functional, ood, strict=0.0, rollouts=0):
+    return {"arm": arm, "seed": seed, "folder": f"/x/{arm}-s{seed}", "lr": 1e-3, "pivots": "p.jsonl",
+            "rollout_turns": rollouts, "profile_rollouts": 0,
+            "train": {"kind": "sft", "steps": 5, "updates": 5, "rollouts": 0, "seconds": 2.0, "tokens": 100,
+                      "loss_tokens": 40},
+            "test": {"functional": functional, "strict": strict, "mean_at_k_functional": functional / 2,
+                     "mean_at_k_strict": 0.0, "ood_accuracy": ood, "seconds": 1.0}}
+
+
+def test_aggregate_means_and_sample_std_over_seeds():
+    arms = aggregate_arms([_run("sft", 1, 0.5, 0.2), _run("sft", 0, 0.3, 0.4), _run("base", 0, 0.1, 0.9)])
+    assert list(arms) == ["base", "sft"]
+    sft = arms["sft"]
+    assert sft["seeds"] == [0, 1] and math.isclose(sft["in_domain_accuracy"], 0.4)
+    assert math.isclose(sft["in_domain_accuracy_std"], math.sqrt(0.02))
+    assert math.isclose(sft["ood_accuracy"], 0.3) and arms["base"]["in_domain_accuracy_std"] is None
+    assert [s["seed"] for s in sft["per_seed"]] == [0, 1] and sft["tokens"] == 100
+    rows = table_rows({"arms": arms}, titles=False)
+    assert rows[0][0] == "arm" and rows[2][0] == "sft" and rows[2][1] == "0.400 ± 0.141"
+    assert mean_std([]) == (None, None)
+
+
+def test_claims_against_hand_numbers():
+    arms = {"base": {"in_domain_accuracy": 0.30, "ood_accuracy": 0.80},
+            "sft": {"in_domain_accuracy": 0.45, "ood_accuracy": 0.40},
+            "pivotrl": {"in_domain_accuracy": 0.50, "ood_accuracy": 0.70},
+            "no_filter": {"in_domain_accuracy": 0.42}, "strict_reward": {"in_domain_accuracy": 0.31}}
+    claims = {c["name"]: c for c in check_claims(arms)}
+    assert all(c["holds"] is True for c in claims.values())
+    assert claims["ood_drop_at_most_half_of_sft"]["numbers"]["sft_drop"] == pytest.approx(0.4)
+
+    arms["pivotrl"] = {"in_domain_accuracy": 0.39, "ood_accuracy": 0.55}  # +9 points, drop 0.25 > 0.2
+    claims = {c["name"]: c for c in check_claims(arms)}
+    assert claims["pivotrl_beats_base"]["holds"] is False and claims["pivotrl_not_below_sft"]["holds"] is False
+    assert claims["ood_drop_at_most_half_of_sft"]["holds"] is False and claims["table4_ordering"]["holds"] is False
+
+    arms["sft"]["ood_accuracy"] = 0.85  # SFT lost nothing: PivotRL must lose nothing either
+    assert {c["name"]: c for c in check_claims(arms)}["ood_drop_at_most_half_of_sft"]["holds"] is False
+    quick = {c["name"]: c["holds"] for c in check_claims({k: arms[k] for k in ("base", "pivotrl")})}
+    assert quick == {"pivotrl_beats_base": False, "pivotrl_not_below_sft": None,
+                     "ood_drop_at_most_half_of_sft": None, "table4_ordering": None}
+
+
+def test_config_rejects_unknown_arms_and_orphan_ablations():
+    with pytest.raises(ValueError, match="unknown arm 'dpo'"):
+        DemoConfig(arms=("base", "dpo"))
+    with pytest.raises(ValueError, match="ablations of pivotrl"):
+        DemoConfig(arms=("base", "no_filter"))
