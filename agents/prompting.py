@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from pivot_envs.actions import message_text
 from pivot_envs.types import Message, Pivot, Tool
 
 TOOLS_MODES = ("auto", "template", "system", "none")
+TRUNCATION_MODES = ("keep_task", "left")
 
 HERMES_TOOLS_PROMPT = (
     "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -54,18 +55,26 @@ class PromptConfig:
             support when the template mentions ``tools``, else the system message;
             ``"template"``: always pass ``tools=`` to the template; ``"system"``: always the
             Hermes block in the system message; ``"none"``: leave tools out.
-        max_prompt_tokens: keep only the last this-many prompt tokens (left truncation,
-            as in training); ``None`` keeps everything.
+        max_prompt_tokens: longest prompt in tokens (the same cut in training and sampling);
+            ``None`` keeps everything.
+        truncation: how a longer prompt is cut. ``"keep_task"``: keep the *task* (the
+            system message and the first user message) and the latest tokens, dropping the
+            middle of the conversation — agents need the question they are answering and the
+            last tool result; when the task alone takes more than half of the budget, it
+            falls back to ``"left"``. ``"left"``: keep only the last ``max_prompt_tokens``.
     """
 
     tools: str = "auto"
     max_prompt_tokens: int | None = None
+    truncation: str = "keep_task"
 
     def __post_init__(self) -> None:
         if self.tools not in TOOLS_MODES:
             raise ValueError(f"PromptConfig.tools must be one of {TOOLS_MODES}, got {self.tools!r}")
         if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
             raise ValueError(f"PromptConfig.max_prompt_tokens must be >= 1 or None, got {self.max_prompt_tokens}")
+        if self.truncation not in TRUNCATION_MODES:
+            raise ValueError(f"PromptConfig.truncation must be one of {TRUNCATION_MODES}, got {self.truncation!r}")
 
 
 def action_target(message: Message) -> str:
@@ -164,12 +173,38 @@ def pivot_prompt(tokenizer: Any, pivot: Pivot, config: PromptConfig | None = Non
 
 
 def encode_prompt(tokenizer: Any, pivot: Pivot, config: PromptConfig | None = None) -> list[int]:
-    """Prompt token ids of ``pivot`` (the template text carries its own special tokens), left-truncated."""
+    """Prompt token ids of ``pivot`` (the template text carries its own special tokens), cut to
+    ``config.max_prompt_tokens`` as ``config.truncation`` says."""
     config = config or PromptConfig()
-    ids = tokenizer(pivot_prompt(tokenizer, pivot, config), add_special_tokens=False, verbose=False)["input_ids"]
-    if config.max_prompt_tokens is not None:
-        ids = ids[-config.max_prompt_tokens :]
-    return list(ids)
+    ids = list(_encode(tokenizer, pivot_prompt(tokenizer, pivot, config)))
+    limit = config.max_prompt_tokens
+    if limit is None or len(ids) <= limit:
+        return ids
+    if config.truncation == "keep_task":
+        head = task_prefix_length(tokenizer, pivot, config, ids)
+        if 0 < head <= limit // 2:
+            return ids[:head] + ids[len(ids) - (limit - head) :]
+    return ids[-limit:]
+
+
+def task_prefix_length(tokenizer: Any, pivot: Pivot, config: PromptConfig, ids: Sequence[int]) -> int:
+    """How many leading tokens of ``ids`` (the encoded prompt) render the task: the common prefix
+    of ``ids`` and the prompt of the messages up to the first user message (``0`` without one)."""
+    first_user = next((i for i, m in enumerate(pivot.context) if m.get("role") == "user"), None)
+    if first_user is None or first_user == len(pivot.context) - 1:
+        return 0
+    task = _encode(tokenizer, pivot_prompt(tokenizer, replace(pivot, context=list(pivot.context[: first_user + 1])),
+                                           config))
+    n = 0
+    for a, b in zip(ids, task):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
 
 
 def _chatml(messages: list[Message]) -> str:

@@ -8,6 +8,9 @@
     report = run_pipeline(full_config(seed=0, seeds=3), "runs/full")  # the paper's table, < 1 h
     report["arms"]["pivotrl"]["in_domain_accuracy"]
 
+With ``workers > 1`` runs go to worker processes (``spawn``): a script calling
+:func:`run_pipeline` needs the usual ``if __name__ == "__main__":`` guard.
+
 Stages (each prints progress and keeps its output in ``DIR``; a stage whose
 output is there with the same settings is skipped, so an interrupted demo
 resumes where it stopped):
@@ -90,7 +93,7 @@ class DemoConfig:
         threads: torch CPU threads of the in-process stages (base model, profiling).
     """
 
-    domain: str = "search"
+    domain: str = "terminal"
     kinds: tuple[str, ...] = ()
     seed: int = 0
     seeds: int = 1
@@ -99,10 +102,10 @@ class DemoConfig:
     val_fraction: float = 0.15
     base_sees_candidates: bool = False
     max_base: int | None = None
-    max_candidates: int | None = 320
+    max_candidates: int | None = None
     max_val: int = 80
     max_test: int | None = 150
-    base: BaseRecipe = field(default_factory=lambda: BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=500))
+    base: BaseRecipe = field(default_factory=lambda: BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=400))
     profile_k: int = 8
     lambda_diff: float = 1.0
     lambda_grid: tuple[float, ...] = ()
@@ -110,12 +113,12 @@ class DemoConfig:
     steps: int = 40
     pivots_per_step: int = 8
     group_size: int = 8
-    beta: float = 0.02
-    rl_lr: float = 5e-4
+    beta: float = 0.05
+    rl_lr: float = 3e-4
     rl_lr_grid: tuple[float, ...] = ()
     sft_lr: float = 3e-4
     sft_lr_grid: tuple[float, ...] = ()
-    max_new_tokens: int = 64
+    max_new_tokens: int = 96
     eval_k: int = 4
     verifier_pivots: int = 60
     workers: int = 2
@@ -141,8 +144,9 @@ class DemoConfig:
 
 
 def quick_config(seed: int = 0, domain: str | None = None) -> DemoConfig:
-    """``pivot-envs demo``: base vs PivotRL, one seed, fixed hyper-parameters (< 10 min on 2 cores)."""
-    return DemoConfig(seed=seed, **({"domain": domain} if domain else {}))
+    """``pivot-envs demo``: base vs PivotRL, one seed, fixed hyper-parameters, fewer candidates, steps and
+    test pivots than ``--full`` (< 10 min on 2 cores)."""
+    return DemoConfig(seed=seed, max_candidates=192, steps=30, max_test=100, **({"domain": domain} if domain else {}))
 
 
 def full_config(seed: int = 0, seeds: int = 3, domain: str | None = None) -> DemoConfig:
@@ -321,7 +325,8 @@ def stage_base(cfg: DemoConfig, out: Path, data: dict[str, Any], say: Logger) ->
     return {"dir": str(folder), "key": key, "report": asdict(report)}
 
 
-def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[str, Any], say: Logger) -> dict[str, Any]:
+def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[str, Any],
+                  say: Logger) -> dict[str, Any]:
     """Profile every candidate with K samples of the base model (checkpointed; resumes)."""
     from pivot_envs.agents.hf import HFAgent
     from pivot_envs.formats import read_pivots
@@ -360,7 +365,8 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
     write_jsonl(file, [p.to_dict() for p in profiled])
     stats = profile_stats(profiled, cfg.profile_k)
     say(f"  mean reward {stats['mean_reward']:.3f}; zero-variance {stats['zero_var_frac']:.2f} "
-        f"(all wrong {stats['all_wrong_frac']:.2f}, all right {stats['all_right_frac']:.2f}); mixed {stats['mixed_frac']:.2f}")
+        f"(all wrong {stats['all_wrong_frac']:.2f}, all right {stats['all_right_frac']:.2f}); "
+        f"mixed {stats['mixed_frac']:.2f}")
     return _save_stage(path, key, {"file": str(file), "stats": stats, "seconds": round(time.perf_counter() - t0, 2)})
 
 
@@ -400,7 +406,8 @@ def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logge
         if len(kept) < cfg.min_train_pivots:
             ids = {p.id for p in kept}
             rest = [p for p in profiled if p.id not in ids]
-            extra = random.Random(f"demo-topup:{cfg.seed}:{lam}").sample(rest, min(len(rest), cfg.min_train_pivots - len(kept)))
+            need = min(len(rest), cfg.min_train_pivots - len(kept))
+            extra = random.Random(f"demo-topup:{cfg.seed}:{lam}").sample(rest, need)
             topped = len(extra)
             kept = kept + extra
             say(f"  WARNING: D_adv(lambda={lam:g}) has {audit.kept} pivots; topped up with {topped} random candidates")
@@ -411,8 +418,8 @@ def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logge
         sets["random"][tag] = str(folder / f"random_lambda{tag}.jsonl")
         write_jsonl(sets["random"][tag], [p.to_dict() for p in rand])
         sets["audits"][f"adv_lambda{tag}"] = {**audit.to_dict(), "topped_up": topped, "train_pivots": len(kept)}
-        sets["audits"][f"random_lambda{tag}"] = {**raudit.to_dict(), "train_pivots": len(rand),
-                                                 "zero_var_in_sample": sum(1 for p in rand if p.profile and p.profile.var == 0)}
+        flat = sum(1 for p in rand if p.profile is not None and p.profile.var == 0)
+        sets["audits"][f"random_lambda{tag}"] = {**raudit.to_dict(), "train_pivots": len(rand), "zero_var_in_sample": flat}
         sets["topped_up"][tag] = topped
         say(f"  lambda {lam:g}: D_adv {audit.kept} of {audit.candidates} candidates "
             f"(zero variance {audit.zero_var}, too easy {audit.too_easy})")

@@ -9,8 +9,8 @@ on CPU in a few minutes:
    tokenizer (trained on the base pivots plus the probe texts), the chat template
    and an untrained Llama-style model;
 2. :func:`train_mixture` trains it on a *mixture*: every step takes one batch of the
-   domain's expert turns (``(prompt, expert action)`` of the *base* pivots, a part
-   of the training split the arms never train on) and one batch of probe questions
+   domain's expert turns (``(prompt, expert action)`` of the given pivots: part of
+   the training split) and one batch of probe questions
    (:mod:`pivot_envs.envs_data.probes`). The two batches have very different
    lengths, so they are padded separately (one padded batch of both would spend
    most of its compute on padding).
@@ -50,6 +50,11 @@ class BaseRecipe:
         warmup_steps: linear warm-up steps.
         prompt_loss_weight: weight of the prompt tokens in the domain loss (the action tokens have 1).
         probe_items: distinct training probe items drawn for the mixture.
+        copy_batch: "repeat this" exercises per step (``0``: none): a span of the domain's tool results
+            (ids, names, numbers) to be repeated verbatim. Copying what the conversation says is what most
+            actions need (ids from search results, names from the question); a tiny model learns it far
+            sooner from these short exercises than from the long expert turns alone.
+        copy_items: distinct copy exercises drawn for the mixture.
         num_threads: torch CPU threads while training.
     """
 
@@ -65,6 +70,8 @@ class BaseRecipe:
     warmup_steps: int = 20
     prompt_loss_weight: float = 0.3
     probe_items: int = 4000
+    copy_batch: int = 0
+    copy_items: int = 4000
     num_threads: int | None = 1
 
 
@@ -126,8 +133,9 @@ def build_base_model(
         vocab_size=recipe.vocab_size, hidden_size=recipe.hidden_size, n_layers=recipe.n_layers,
         n_heads=recipe.n_heads, max_context_tokens=recipe.max_context_tokens, num_threads=recipe.num_threads,
     )
+    extra = copy_exercises(base_pivots, recipe.copy_items, seed=seed) if recipe.copy_batch else []
     report = train_mixture(model_dir, base_pivots, [item.example() for item in probes], recipe, seed=seed,
-                           progress=progress)
+                           progress=progress, copy_pairs=extra)
     from transformers import AutoTokenizer
 
     report.parameters = count_parameters(model_dir)
@@ -135,6 +143,23 @@ def build_base_model(
     report.seconds = round(time.perf_counter() - start, 2)
     (Path(model_dir) / REPORT_FILE).write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8")
     return report
+
+
+def copy_exercises(pivots: Sequence[Pivot], n: int, seed: int = 0) -> list[tuple[list[dict], str]]:
+    """``n`` chat exercises "Repeat: SPAN" -> "SPAN", the spans (3-10 words) cut from the pivots' tool results."""
+    texts = sorted({str(m.get("content") or "") for p in pivots for m in p.context if m.get("role") == "tool"})
+    words = [t.split() for t in texts if len(t.split()) >= 3]
+    if not words:
+        return []
+    rng = random.Random(f"demo-copy:{seed}")
+    out = []
+    for _ in range(n):
+        w = words[rng.randrange(len(words))]
+        size = rng.randint(3, min(10, len(w)))
+        start = rng.randrange(len(w) - size + 1)
+        span = " ".join(w[start : start + size])
+        out.append(([{"role": "user", "content": f"Repeat: {span}"}], span))
+    return out
 
 
 def read_base_report(model_dir: str | Path) -> BaseReport | None:
@@ -153,8 +178,9 @@ def train_mixture(
     *,
     seed: int = 0,
     progress: Callable[[int, int, float, float], None] | None = None,
+    copy_pairs: Sequence[tuple[list[dict], str]] = (),
 ) -> BaseReport:
-    """Train the model in ``model_dir`` on domain + probe batches (see the module docstring) and save it back."""
+    """Train the model in ``model_dir`` on domain + probe (+ copy) batches (see the module docstring); save it back."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -165,12 +191,17 @@ def train_mixture(
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     ctx = recipe.max_context_tokens
     domain_rows = [encode_example(tokenizer, p, max_prompt_tokens=ctx, max_action_tokens=256) for p in pivots]
-    probe_rows = []
-    for messages, answer in probe_pairs:
-        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        probe_rows.append((p_ids, a_ids))
+    def chat_rows(pairs: Sequence[tuple[list[dict], str]]) -> list[tuple[list[int], list[int]]]:
+        rows = []
+        for messages, answer in pairs:
+            prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            rows.append((p_ids, a_ids))
+        return rows
+
+    probe_rows = chat_rows(probe_pairs)
+    copy_rows = chat_rows(copy_pairs)
     if not domain_rows or not probe_rows:
         raise ValueError("the base mixture needs domain pivots and probe items")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -194,6 +225,11 @@ def train_mixture(
             d_loss, d_tokens, d_action = _weighted_loss(model, d_batch, pad, recipe.prompt_loss_weight)
             p_loss, p_tokens, _ = _weighted_loss(model, p_batch, pad, 0.0)
             loss = d_loss + p_loss
+            if copy_rows and recipe.copy_batch:
+                c_batch = [copy_rows[rng.randrange(len(copy_rows))] for _ in range(recipe.copy_batch)]
+                c_loss, c_tokens, _ = _weighted_loss(model, c_batch, pad, 0.0)
+                loss = loss + c_loss
+                report.tokens += c_tokens
             optim.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

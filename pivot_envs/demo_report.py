@@ -52,15 +52,14 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         entry["train_seconds"] = _mean_float([t.get("seconds", 0.0) for t in trains])
         entry["eval_seconds"] = _mean_float([t["seconds"] for t in tests])
         if any(t.get("kind") == "rl" for t in trains):
-            entry["zero_var_frac"] = mean_std([t["zero_var_frac"] for t in trains if t.get("zero_var_frac") is not None])[0]
+            for key in ("zero_var_frac", "reward_first", "reward_last"):
+                entry[key] = mean_std([t[key] for t in trains if t.get(key) is not None])[0]
             entry["completion_tokens"] = _mean_int([t.get("completion_tokens", 0) for t in trains])
-            entry["reward_first"] = mean_std([t["reward_first"] for t in trains if t.get("reward_first") is not None])[0]
-            entry["reward_last"] = mean_std([t["reward_last"] for t in trains if t.get("reward_last") is not None])[0]
         if any(t.get("kind") == "sft" for t in trains):
             entry["tokens"] = _mean_int([t.get("tokens", 0) for t in trains])
             entry["loss_tokens"] = _mean_int([t.get("loss_tokens", 0) for t in trains])
-            entry["loss_first"] = mean_std([t["loss_first"] for t in trains if t.get("loss_first") is not None])[0]
-            entry["loss_last"] = mean_std([t["loss_last"] for t in trains if t.get("loss_last") is not None])[0]
+            for key in ("loss_first", "loss_last"):
+                entry[key] = mean_std([t[key] for t in trains if t.get(key) is not None])[0]
         entry["lr"] = rows[0].get("lr")
         entry["train_pivots_file"] = rows[0].get("pivots")
         entry["per_seed"] = [{"seed": r["seed"], "in_domain_accuracy": r["test"]["functional"],
@@ -108,15 +107,16 @@ def check_claims(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def diagnose(report: dict[str, Any]) -> list[str]:
     """Observations computed from the numbers, to read the claims by (no judgement beyond the arithmetic)."""
     notes = []
-    arms, p = report["arms"], report["profile"]
-    kept = next((a["kept"] for name, a in report["filters"].items() if name.startswith("adv_lambda")
-                 and name.endswith(f"{report['selection']['lambda']:g}")), None)
+    arms, p, st = report["arms"], report["profile"], report["settings"]
+    kept = report["filters"].get(f"adv_lambda{report['selection']['lambda']:g}", {}).get("kept")
+    visits = st["steps"] * st["pivots_per_step"]
+    small = kept is not None and 0 < kept < visits / 4
     notes.append(f"The base model's K = {p['k']} samples were all wrong at {p['all_wrong_frac']:.0%} of the "
-                 f"{p['candidates']} candidates and mixed at {p['mixed_frac']:.0%} (mean reward {p['mean_reward']:.3f}); "
-                 f"D_adv kept {kept} of them." + (" A D_adv this small is revisited many times in "
-                 f"{report['settings']['steps']} steps of {report['settings']['pivots_per_step']} pivots, which favours "
-                 "memorising those states over learning a skill that transfers to the test pivots."
-                 if kept is not None and kept < report["settings"]["steps"] * report["settings"]["pivots_per_step"] / 4 else ""))
+                 f"{p['candidates']} candidates and mixed at {p['mixed_frac']:.0%} "
+                 f"(mean reward {p['mean_reward']:.3f}); D_adv kept {kept} of them."
+                 + (f" Each D_adv pivot is visited about {visits / kept:.0f} times in {st['steps']} steps of "
+                    f"{st['pivots_per_step']} pivots, which favours memorising those states over learning a skill "
+                    "that transfers to the test pivots." if small else ""))
     for name in ("pivotrl", "no_filter", "strict_reward", "pvpo"):
         a, base = arms.get(name), arms.get("base")
         if not a or not base or a.get("reward_first") is None:
@@ -130,12 +130,14 @@ def diagnose(report: dict[str, Any]) -> list[str]:
         a, base = arms["sft"], arms["base"]
         notes.append(f"sft: test accuracy changed by {a['in_domain_accuracy'] - base['in_domain_accuracy']:+.3f} and "
                      f"OOD accuracy by {a['ood_accuracy'] - base['ood_accuracy']:+.3f}"
-                     + (f"; its loss went from {a['loss_first']:.3f} to {a['loss_last']:.3f}" if a.get("loss_first") else "")
+                     + (f"; its loss went from {a['loss_first']:.3f} to {a['loss_last']:.3f}"
+                        if a.get("loss_first") else "")
                      + ".")
     base = arms.get("base")
     if base is not None and base.get("strict_accuracy") is not None:
-        notes.append(f"Base accuracy is {base['in_domain_accuracy']:.3f} greedy and {_fmt(base.get('mean_at_k_functional'))} "
-                     "mean@k at temperature 1; DESIGN.md asks for a base at 0.3-0.6 so that groups are mixed."
+        notes.append(f"Base accuracy is {base['in_domain_accuracy']:.3f} greedy and "
+                     f"{_fmt(base.get('mean_at_k_functional'))} mean@k at temperature 1; DESIGN.md asks for a base "
+                     "at 0.3-0.6 so that groups are mixed."
                      if base["in_domain_accuracy"] < 0.3 else
                      f"Base accuracy is {base['in_domain_accuracy']:.3f} greedy.")
     return notes
@@ -143,7 +145,8 @@ def diagnose(report: dict[str, Any]) -> list[str]:
 
 def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, Any], base: dict[str, Any],
                  profile: dict[str, Any], filters: dict[str, Any], selection: dict[str, Any],
-                 verifiers: dict[str, Any] | None, stage_seconds: dict[str, float], wall_seconds: float) -> dict[str, Any]:
+                 verifiers: dict[str, Any] | None, stage_seconds: dict[str, float],
+                 wall_seconds: float) -> dict[str, Any]:
     """The ``report.json`` content."""
     arms = aggregate_arms(runs)
     base_report = base["report"]
@@ -205,9 +208,12 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# pivot-envs demo: PivotRL at small scale ({r['domain']})",
         "",
-        f"Seeds {seeds} (main arms; the other arms use seed {r['seed']}). Base model: {r['model_params']:,} parameters. "
+        f"Seeds {seeds} (main arms; the other arms use seed {r['seed']}). "
+        f"Base model: {r['model_params']:,} parameters. "
         f"Data: {r['data']['base']} base pivots, {r['data']['candidates']} candidates (D_cand), "
-        f"{r['data']['val']} validation and {r['data']['test']} test pivots. Wall time {r['wall_seconds'] / 60:.1f} min.",
+        f"{r['data']['val']} validation and {r['data']['test']} test pivots. "
+        f"Wall time {r['wall_seconds'] / 60:.1f} min "
+        "(summed over the stages; a resumed demo counts every call).",
         "",
         "## Results (test pivots; mean ± sample std over seeds)",
         "",
@@ -248,25 +254,29 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|",
     ]
     for name, a in r["filters"].items():
-        lines.append(f"| {name} | {a.get('train_pivots', a.get('kept'))} | "
-                     f"{a.get('zero_var_in_sample', a.get('zero_var', '-')) if name.startswith('random') else a.get('zero_var', '-')} | "
+        zero = a.get("zero_var_in_sample", "-") if name.startswith("random") else a.get("zero_var", "-")
+        lines.append(f"| {name} | {a.get('train_pivots', a.get('kept'))} | {zero} | "
                      f"{a.get('too_easy', '-')} | {a.get('topped_up', 0) or '-'} |")
     sel = r["selection"]
     lines += ["", "## Hyper-parameters", "",
               f"Chosen {'on the validation split' if sel['trials'] else '(fixed, no search in this mode)'}: "
               f"PivotRL lr {sel['rl_lr']:g}, SFT lr {sel['sft_lr']:g}, lambda {sel['lambda']:g}. "
-              f"Every trained arm: {r['settings']['steps']} optimiser steps of {r['settings']['pivots_per_step']} pivots "
+              f"Every trained arm: {r['settings']['steps']} optimiser steps of "
+              f"{r['settings']['pivots_per_step']} pivots "
               f"(RL: G = {r['settings']['group_size']}, beta = {r['settings']['beta']:g})."]
     if sel["trials"]:
         lines += ["", "| trial | lr | setting | validation functional | validation strict |", "|---|---|---|---|---|"]
         for t in sel["trials"]:
-            lines.append(f"| {t['arm']} | {t['lr']:g} | {t['label']} | {t['val_functional']:.3f} | {t['val_strict']:.3f} |")
-    lines += ["", "## Per arm", "", "| arm | lr | seeds | steps (updates) | train rollouts | tokens | val | per seed (in-domain / OOD) |",
+            lines.append(f"| {t['arm']} | {t['lr']:g} | {t['label']} | {t['val_functional']:.3f} | "
+                         f"{t['val_strict']:.3f} |")
+    lines += ["", "## Per arm", "",
+              "| arm | lr | seeds | steps (updates) | train rollouts | tokens | val | per seed (in-domain / OOD) |",
               "|---|---|---|---|---|---|---|---|"]
     for name, a in r["arms"].items():
         tokens = (f"{a['completion_tokens']:,} sampled" if a.get("completion_tokens") is not None else
                   f"{a['tokens']:,} ({a['loss_tokens']:,} in loss)" if a.get("tokens") is not None else "-")
-        per = "; ".join(f"s{s['seed']}: {_fmt(s['in_domain_accuracy'])} / {_fmt(s['ood_accuracy'])}" for s in a["per_seed"])
+        per = "; ".join(f"s{s['seed']}: {_fmt(s['in_domain_accuracy'])} / {_fmt(s['ood_accuracy'])}"
+                        for s in a["per_seed"])
         lines.append(f"| {name} | {_fmt(a.get('lr'))} | {len(a['seeds'])} | {a['steps']} ({a['updates']}) | "
                      f"{a['train_rollouts']:,} | {tokens} | {_fmt(a.get('val_accuracy'))} | {per} |")
     b = r["base_model"]
@@ -276,9 +286,15 @@ def markdown(report: dict[str, Any]) -> str:
         f"{b['parameters']:,} parameters (Llama-style, {rec['n_layers']} layers, width {rec['hidden_size']}, "
         f"{rec['n_heads']} heads, vocabulary {b['vocab_size']}), prompt window {rec['max_context_tokens']} tokens "
         f"(contexts cut from the left). Trained {b['steps']} steps in {b['seconds']:.0f} s on a mixture: each step one "
-        f"batch of {rec['domain_batch']} expert turns of the {b['base_pivots']} *base* pivots (trajectories the arms "
-        f"never train on; loss on the action, and weight {rec['prompt_loss_weight']:g} on the prompt) and one batch of "
-        f"{rec['probe_batch']} probe questions ({b['probe_items']} items); lr {rec['lr']:g}.",
+        f"batch of {rec['domain_batch']} expert turns of its {b['base_pivots']} domain pivots (loss on the action, and "
+        f"weight {rec['prompt_loss_weight']:g} on the prompt) and one batch of {rec['probe_batch']} probe questions "
+        f"({b['probe_items']} items); lr {rec['lr']:g}. "
+        + ("Its domain pivots are the base part of the training trajectories *and* the candidates' trajectories "
+           "(the 'fewer steps on the same data' recipe: the arms train on turns the base model saw, but only "
+           f"{b['steps'] * rec['domain_batch'] / max(1, b['base_pivots']):.1f} times each on average); validation and "
+           "test trajectories are unseen."
+           if r["settings"].get("base_sees_candidates") else
+           "Its domain pivots come from trajectories the arms never train on."),
         "",
         "## Wall time per stage", "",
         ", ".join(f"{k} {v:.0f} s" for k, v in r["stage_seconds"].items()),
@@ -312,7 +328,8 @@ def draw_plots(report: dict[str, Any], out: Path) -> list[Path]:
         names = list(arms)
         fig, ax = plt.subplots(figsize=(1.4 * len(names) + 3, 3.6))
         x = range(len(names))
-        for offset, key, label in ((-0.2, "in_domain_accuracy", "in-domain (functional)"), (0.2, "ood_accuracy", "OOD probes")):
+        for offset, key, label in ((-0.2, "in_domain_accuracy", "in-domain (functional)"),
+                                   (0.2, "ood_accuracy", "OOD probes")):
             vals = [arms[n].get(key) or 0.0 for n in names]
             errs = [arms[n].get(f"{key}_std") or 0.0 for n in names]
             ax.bar([i + offset for i in x], vals, width=0.4, yerr=errs, capsize=3, label=label)
@@ -392,5 +409,7 @@ def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) < 1e-3 and value != 0 else f"{value:.3f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:g}"
+        if value == int(value):
+            return f"{value:g}"
+        return f"{value:.3g}" if abs(value) < 1e-3 else f"{value:.3f}".rstrip("0").rstrip(".")
     return str(value)

@@ -215,10 +215,29 @@ def test_prompt_without_any_template_is_chatml_and_truncates_from_the_left():
     text = pivot_prompt(tok, p)
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
     full = encode_prompt(tok, p)
-    cut = encode_prompt(tok, p, PromptConfig(max_prompt_tokens=40))
+    cut = encode_prompt(tok, p, PromptConfig(max_prompt_tokens=40, truncation="left"))
     assert len(full) > 40 and cut == full[-40:]
     with pytest.raises(ValueError, match="PromptConfig.tools"):
         PromptConfig(tools="everywhere")
+    with pytest.raises(ValueError, match="PromptConfig.truncation"):
+        PromptConfig(truncation="middle")
+
+
+def test_keep_task_truncation_keeps_the_question_and_the_latest_turns():
+    from pivot_envs.agents.prompting import PromptConfig, encode_prompt, task_prefix_length
+
+    tok = _tokenizer(None)
+    p = _pivot_with_history()
+    cfg = {"tools": "none"}  # a short task: system prompt and question
+    full = encode_prompt(tok, p, PromptConfig(**cfg))
+    head = task_prefix_length(tok, p, PromptConfig(**cfg), full)
+    question = next(m["content"] for m in p.context if m["role"] == "user")
+    assert 0 < head < len(full) // 3 and question in tok.decode(full[:head])
+    limit = head * 2 + 3
+    cut = encode_prompt(tok, p, PromptConfig(max_prompt_tokens=limit, **cfg))
+    assert len(cut) == limit and cut[:head] == full[:head] and cut[head:] == full[len(full) - (limit - head):]
+    tight = encode_prompt(tok, p, PromptConfig(max_prompt_tokens=head + 1, **cfg))  # task > half the budget: left cut
+    assert tight == full[-(head + 1):]
 
 
 def test_reference_template_renders_tools_and_past_actions_exactly_as_the_targets():

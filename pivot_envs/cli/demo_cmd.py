@@ -52,7 +52,8 @@ def demo_command(
         table.add_row(*row)
     console.print(table)
     for claim in report["claims"]:
-        mark = {True: "[green]reproduced[/]", False: "[red]not reproduced[/]", None: "[dim]not measured[/]"}[claim["holds"]]
+        marks = {True: "[green]reproduced[/]", False: "[red]not reproduced[/]", None: "[dim]not measured[/]"}
+        mark = marks[claim["holds"]]
         console.print(f"{mark}: {claim['text']}")
     console.print(f"report: {out / 'report.md'}  {out / 'report.json'}")
 
