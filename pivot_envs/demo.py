@@ -152,7 +152,7 @@ def quick_config(seed: int = 0, domain: str | None = None) -> DemoConfig:
 def full_config(seed: int = 0, seeds: int = 3, domain: str | None = None) -> DemoConfig:
     """``pivot-envs demo --full``: every arm, ``seeds`` seeds of the main arms, lambda and learning rates
     chosen on the validation split (< 60 min on 2 cores)."""
-    return DemoConfig(seed=seed, seeds=seeds, arms=ARMS, lambda_grid=(1.0, 0.5), rl_lr_grid=(3e-4, 1e-3),
+    return DemoConfig(seed=seed, seeds=seeds, arms=ARMS, lambda_grid=(1.0, 0.5), rl_lr_grid=(1e-4, 3e-4),
                       sft_lr_grid=(3e-4, 1e-3), **({"domain": domain} if domain else {}))
 
 

@@ -50,11 +50,6 @@ class BaseRecipe:
         warmup_steps: linear warm-up steps.
         prompt_loss_weight: weight of the prompt tokens in the domain loss (the action tokens have 1).
         probe_items: distinct training probe items drawn for the mixture.
-        copy_batch: "repeat this" exercises per step (``0``: none): a span of the domain's tool results
-            (ids, names, numbers) to be repeated verbatim. Copying what the conversation says is what most
-            actions need (ids from search results, names from the question); a tiny model learns it far
-            sooner from these short exercises than from the long expert turns alone.
-        copy_items: distinct copy exercises drawn for the mixture.
         num_threads: torch CPU threads while training.
     """
 
@@ -70,8 +65,6 @@ class BaseRecipe:
     warmup_steps: int = 20
     prompt_loss_weight: float = 0.3
     probe_items: int = 4000
-    copy_batch: int = 0
-    copy_items: int = 4000
     num_threads: int | None = 1
 
 
@@ -133,9 +126,8 @@ def build_base_model(
         vocab_size=recipe.vocab_size, hidden_size=recipe.hidden_size, n_layers=recipe.n_layers,
         n_heads=recipe.n_heads, max_context_tokens=recipe.max_context_tokens, num_threads=recipe.num_threads,
     )
-    extra = copy_exercises(base_pivots, recipe.copy_items, seed=seed) if recipe.copy_batch else []
     report = train_mixture(model_dir, base_pivots, [item.example() for item in probes], recipe, seed=seed,
-                           progress=progress, copy_pairs=extra)
+                           progress=progress)
     from transformers import AutoTokenizer
 
     report.parameters = count_parameters(model_dir)
@@ -143,23 +135,6 @@ def build_base_model(
     report.seconds = round(time.perf_counter() - start, 2)
     (Path(model_dir) / REPORT_FILE).write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8")
     return report
-
-
-def copy_exercises(pivots: Sequence[Pivot], n: int, seed: int = 0) -> list[tuple[list[dict], str]]:
-    """``n`` chat exercises "Repeat: SPAN" -> "SPAN", the spans (3-10 words) cut from the pivots' tool results."""
-    texts = sorted({str(m.get("content") or "") for p in pivots for m in p.context if m.get("role") == "tool"})
-    words = [t.split() for t in texts if len(t.split()) >= 3]
-    if not words:
-        return []
-    rng = random.Random(f"demo-copy:{seed}")
-    out = []
-    for _ in range(n):
-        w = words[rng.randrange(len(words))]
-        size = rng.randint(3, min(10, len(w)))
-        start = rng.randrange(len(w) - size + 1)
-        span = " ".join(w[start : start + size])
-        out.append(([{"role": "user", "content": f"Repeat: {span}"}], span))
-    return out
 
 
 def read_base_report(model_dir: str | Path) -> BaseReport | None:
@@ -178,9 +153,8 @@ def train_mixture(
     *,
     seed: int = 0,
     progress: Callable[[int, int, float, float], None] | None = None,
-    copy_pairs: Sequence[tuple[list[dict], str]] = (),
 ) -> BaseReport:
-    """Train the model in ``model_dir`` on domain + probe (+ copy) batches (see the module docstring); save it back."""
+    """Train the model in ``model_dir`` on domain + probe batches (see the module docstring) and save it back."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -201,7 +175,6 @@ def train_mixture(
         return rows
 
     probe_rows = chat_rows(probe_pairs)
-    copy_rows = chat_rows(copy_pairs)
     if not domain_rows or not probe_rows:
         raise ValueError("the base mixture needs domain pivots and probe items")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -225,11 +198,6 @@ def train_mixture(
             d_loss, d_tokens, d_action = _weighted_loss(model, d_batch, pad, recipe.prompt_loss_weight)
             p_loss, p_tokens, _ = _weighted_loss(model, p_batch, pad, 0.0)
             loss = d_loss + p_loss
-            if copy_rows and recipe.copy_batch:
-                c_batch = [copy_rows[rng.randrange(len(copy_rows))] for _ in range(recipe.copy_batch)]
-                c_loss, c_tokens, _ = _weighted_loss(model, c_batch, pad, 0.0)
-                loss = loss + c_loss
-                report.tokens += c_tokens
             optim.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
