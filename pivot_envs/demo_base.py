@@ -42,7 +42,7 @@ class BaseRecipe:
         n_layers: decoder layers.
         n_heads: attention heads.
         vocab_size: BPE vocabulary size (the tokenizer may stop short of it).
-        max_context_tokens: prompt window in tokens (prompts are cut from the left); every arm uses it.
+        max_context_tokens: prompt window in tokens (prompts keep the task and the latest tokens); every arm uses it.
         steps: optimiser steps of the mixture training.
         domain_batch: domain examples per step.
         probe_batch: probe questions per step.

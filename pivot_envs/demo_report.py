@@ -285,7 +285,7 @@ def markdown(report: dict[str, Any]) -> str:
         "", "## Base model", "",
         f"{b['parameters']:,} parameters (Llama-style, {rec['n_layers']} layers, width {rec['hidden_size']}, "
         f"{rec['n_heads']} heads, vocabulary {b['vocab_size']}), prompt window {rec['max_context_tokens']} tokens "
-        f"(contexts cut from the left). Trained {b['steps']} steps in {b['seconds']:.0f} s on a mixture: each step one "
+        f"(prompts keep the system message, the question and the latest tokens). Trained {b['steps']} steps in {b['seconds']:.0f} s on a mixture: each step one "
         f"batch of {rec['domain_batch']} expert turns of its {b['base_pivots']} domain pivots (loss on the action, and "
         f"weight {rec['prompt_loss_weight']:g} on the prompt) and one batch of {rec['probe_batch']} probe questions "
         f"({b['probe_items']} items); lr {rec['lr']:g}. "

@@ -100,7 +100,8 @@ class PivotRLConfig:
     """Longest sampled action in tokens; longer ones are cut (and usually fail the verifier)."""
 
     max_prompt_tokens: int | None = None
-    """Keep the last this-many prompt tokens (left truncation, for sampling and for the loss alike);
+    """Prompt window in tokens, for sampling and for the loss alike (agents.prompting.encode_prompt keeps the
+    task and the latest tokens);
     ``None``: the model's context length minus ``max_new_tokens``."""
 
     sampling_batch_size: int | None = None

@@ -53,7 +53,7 @@ class EvalSettings:
         temperature: sampling temperature of the mean@k samples.
         seed: sampling seed.
         max_new_tokens: longest action generated.
-        max_prompt_tokens: prompt window (left truncation); ``None`` in a call: the window SFT trains on
+        max_prompt_tokens: prompt window (task + latest tokens, see agents.prompting); ``None`` in a call: the window SFT trains on
             by default (:func:`pivot_envs.trainers.sft.default_prompt_tokens`); the report records the
             window used.
         batch_size: pivots per ``generate`` call.
@@ -102,7 +102,7 @@ def evaluate(
         seed: sampling seed.
         tokenizer: the tokenizer of a loaded model.
         max_new_tokens: longest generated action.
-        max_prompt_tokens: prompt window (left truncation); ``None``: the window SFT trains on by default
+        max_prompt_tokens: prompt window (task + latest tokens, see agents.prompting); ``None``: the window SFT trains on by default
             (the model's positions or the tokenizer's ``model_max_length``, minus 256), whatever
             ``max_new_tokens`` is.
         batch_size: pivots per ``generate`` call.

@@ -111,7 +111,7 @@ class SFTConfig:
         warmup_steps: optimiser steps of linear warm-up.
         min_lr_ratio: floor of the cosine decay as a fraction of ``lr``.
         max_grad_norm: clip the global gradient norm to this (``0``: no clipping; the norm is still logged).
-        max_prompt_tokens: keep the last this-many prompt tokens (left truncation); ``None``: as the
+        max_prompt_tokens: prompt window (task + latest tokens, see agents.prompting); ``None``: as the
             ``hf`` agent keeps them with its default ``max_new_tokens`` (the smaller of the model's
             positions and the tokenizer's ``model_max_length``, minus 256).
         max_action_tokens: cut expert actions longer than this (the agent cannot emit more anyway).
