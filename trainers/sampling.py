@@ -9,7 +9,7 @@
 The agent switches the model to ``eval()`` and ``no_grad`` while it samples and
 back afterwards, so pi_old is exactly the policy at sampling time. Each group
 keeps the prompt token ids it was sampled from (cut as the agent cuts
-truncates), so the log-probs of the loss are taken on the very same sequence.
+them), so the log-probs of the loss are taken on the very same sequence.
 """
 
 from __future__ import annotations
