@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import shutil
 import sys
@@ -49,6 +50,7 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.demo_arms import ARMS, RunSettings, RunSpec, execute_run, quiet_transformers, read_run, run_many
 from pivot_envs.demo_base import BaseRecipe, build_base_model, read_base_report
+from pivot_envs.pivot_filter import is_scored
 from pivot_envs.types import Pivot, stable_hash
 
 Logger = Callable[[str], None]
@@ -372,23 +374,25 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
 
 
 def profile_stats(pivots: Sequence[Pivot], k: int) -> dict[str, Any]:
-    """How the base model's K samples fell at the candidates: the share of zero-variance (all-equal) groups etc."""
-    scored = [p for p in pivots if p.profile is not None and p.profile.rewards]
-    n = max(1, len(scored))
-    means = [p.profile.mean for p in scored]  # type: ignore[union-attr]
+    """How the base model's K samples fell at the candidates (a view of
+    :func:`pivot_envs.profile_report.profile_report` with eighths as histogram bins)."""
+    from pivot_envs.profile_report import profile_report
+
+    rep = profile_report(pivots, bins=8)
+    n = max(1, rep.scored)
+    strict = [p.profile.strict_mean or 0.0 for p in pivots if p.profile is not None and is_scored(p)]
     return {
-        "candidates": len(pivots),
-        "scored": len(scored),
+        "candidates": rep.pivots,
+        "scored": rep.scored,
         "k": k,
         "rollouts": len(pivots) * k,
-        "mean_reward": sum(means) / n,
-        "strict_mean_reward": sum((p.profile.strict_mean or 0.0) for p in scored) / n,  # type: ignore[union-attr]
-        "zero_var_frac": sum(1 for p in scored if p.profile.var == 0) / n,  # type: ignore[union-attr]
-        "all_wrong_frac": sum(1 for m in means if m == 0) / n,
-        "all_right_frac": sum(1 for m in means if m == 1) / n,
-        "mixed_frac": sum(1 for p in scored if p.profile.var > 0) / n,  # type: ignore[union-attr]
-        "mean_histogram": [sum(1 for m in means if lo <= m < lo + 0.125 or (lo == 0.875 and m == 1.0))
-                           for lo in [i / 8 for i in range(8)]],
+        "mean_reward": 0.0 if math.isnan(rep.mean_of_means) else rep.mean_of_means,
+        "strict_mean_reward": sum(strict) / n,
+        "zero_var_frac": rep.zero_var / n,
+        "all_wrong_frac": rep.zero_var_all_fail / n,
+        "all_right_frac": rep.zero_var_all_pass / n,
+        "mixed_frac": (rep.scored - rep.zero_var) / n,
+        "mean_histogram": rep.mean_hist,
     }
 
 
