@@ -29,7 +29,7 @@ Works with ``vllm serve``, SGLang, ``transformers serve`` and OpenAI itself::
 ``transformers serve`` drops the ``content`` of assistant messages that carry
 ``tool_calls``; with ``tool_calls_as_text=True`` earlier actions are sent as their
 Hermes text instead, which chat templates that render tool calls as Hermes text
-(the tiny reference models of :mod:`pivot_envs.reference_model`) turn into the
+(the tiny reference models of :mod:`pivot_envs.models.reference`) turn into the
 very prompt the ``hf`` agent builds locally.
 """
 

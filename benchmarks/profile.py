@@ -1,4 +1,4 @@
-"""Throughput of offline pivot profiling (``pivot_envs.profile``): batching, profiler overhead, Ray.
+"""Throughput of offline pivot profiling (``pivot_envs.pipeline.profile``): batching, profiler overhead, Ray.
 
 Usage::
 
@@ -10,7 +10,7 @@ Usage::
 Figures (K = ``--k`` samples per pivot, tool_use pivots of the bundled test split):
 
 * ``hf batched`` vs ``hf one-by-one``: pivots/s of :func:`profile_pivots` with the ``hf``
-  agent on the tiny reference model (:mod:`pivot_envs.reference_model`, built in a temp
+  agent on the tiny reference model (:mod:`pivot_envs.models.reference`, built in a temp
   dir): one ``generate`` call per batch of ``--batch-pivots`` pivots x K rows, against one
   ``generate`` call per sample (``one_by_one=True``). Target: batched >= 4x. Timed twice:
   with the agent's default prompt window (tool_use prompts run to ~700 tokens) and with
@@ -49,7 +49,7 @@ from typing import Any, Callable  # noqa: E402
 
 from pivot_envs.agents import build_agent  # noqa: E402
 from pivot_envs.envs_data import load_pivots  # noqa: E402
-from pivot_envs.profile import Scorer, profile_pivots  # noqa: E402
+from pivot_envs.pipeline.profile import Scorer, profile_pivots  # noqa: E402
 from pivot_envs.types import Pivot  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +129,7 @@ def hf_figures(args: argparse.Namespace, pivots: list[Pivot], tmp: Path) -> dict
     model = args.model
     build_s = None
     if model is None:
-        from pivot_envs.reference_model import build_reference_model
+        from pivot_envs.models.reference import build_reference_model
 
         start = time.perf_counter()
         model = build_reference_model("tool_use", tmp / "ref", steps=args.build_steps, seed=0, num_threads=args.threads)
@@ -156,7 +156,7 @@ def ray_figures(args: argparse.Namespace, pivots: list[Pivot], agent_spec: Any) 
         import ray
     except ImportError:
         return {"skipped": "ray is not installed (pip install 'pivot-envs[ray]')"}
-    from pivot_envs.profile_ray import profile_pivots_ray
+    from pivot_envs.pipeline.profile_ray import profile_pivots_ray
 
     single: list = []
     t_single = timed(lambda: single.extend(profile_pivots(pivots, agent_spec, None, args.k, seed=0,

@@ -13,7 +13,7 @@ CPU section (every arm in this process, one run after the other, all on ``--thre
 * the task: 8 toy ``tool_use`` pivots (a user asks about connectivity in 8 phrasings; the expert
   always calls ``ping()``). Per workload (``--sizes``: ``tiny`` ~0.1M parameters, where the
   loop's own overhead shows; ``small`` ~2.7M, where the matrix products dominate) a tiny
-  Llama-style model (:mod:`pivot_envs.tiny_model`) is SFT-warmed on every prompt paired with
+  Llama-style model (:mod:`pivot_envs.models.tiny`) is SFT-warmed on every prompt paired with
   each of ``alpha() / beta() / gamma() / ping()``, so it emits well-formed calls and picks
   ``ping`` ~1/4 of the time: groups are mixed and GRPO has something to learn;
 * ``pivotrl``: :func:`pivot_envs.trainers.pivotrl.train_pivotrl` with the settings matched to
@@ -181,7 +181,7 @@ WORKLOADS = {
 def build_toy_model(root: Path, pivots: Sequence[Pivot], w: Workload, *, seed: int, threads: int
                     ) -> tuple[Path, dict[str, Any]]:
     """A tiny Llama SFT-warmed on every prompt x every tool (well-formed calls, ``ping`` ~1/4 of the time)."""
-    from pivot_envs.tiny_model import build_tiny_model, count_parameters, train_lm
+    from pivot_envs.models.tiny import build_tiny_model, count_parameters, train_lm
 
     users = [p.context[0]["content"] for p in pivots]
     texts = [action_target(call(t)) for t in TOOLS] + users + ["<|im_start|>user\n<|im_start|>assistant\n"]
@@ -190,7 +190,7 @@ def build_toy_model(root: Path, pivots: Sequence[Pivot], w: Workload, *, seed: i
                              n_heads=4, max_positions=256, seed=seed)
     examples = [([{"role": "user", "content": u}], action_target(call(t))) for u in users for t in TOOLS]
     report = train_lm(model, examples, steps=w.sft_steps, lr=w.sft_lr, batch_size=8, seed=seed, num_threads=threads)
-    info = {"kind": "tiny Llama (pivot_envs.tiny_model), SFT-warmed", "parameters": count_parameters(model),
+    info = {"kind": "tiny Llama (pivot_envs.models.tiny), SFT-warmed", "parameters": count_parameters(model),
             "hidden_size": w.hidden, "layers": w.layers, "sft_steps": w.sft_steps, "sft_lr": w.sft_lr,
             "sft_final_loss": round(report.final_loss, 4), "build_s": round(time.perf_counter() - start, 2)}
     return model, info

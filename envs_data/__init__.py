@@ -51,7 +51,7 @@ def load_trajectories(domain: str, split: str = "train") -> list[Trajectory]:
 
 @lru_cache(maxsize=16)
 def _bundled_pivots(domain: str, split: str) -> tuple[Pivot, ...]:
-    from pivot_envs.extract import ExtractOptions, extract_pivots
+    from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
 
     pivots, _ = extract_pivots(load_trajectories(domain, split), domain, ExtractOptions(min_reward=1.0))
     return tuple(pivots)

@@ -96,7 +96,7 @@ class ProbeItem:
         return [{"role": "user", "content": self.question}]
 
     def example(self) -> tuple[list[Message], str]:
-        """A ``(messages, answer)`` pair, the form :func:`pivot_envs.tiny_model.train_lm` takes."""
+        """A ``(messages, answer)`` pair, the form :func:`pivot_envs.models.tiny.train_lm` takes."""
         return self.messages(), self.answer
 
     def to_pivot(self) -> Pivot:

@@ -13,7 +13,7 @@ from pivot_envs.agents import Agent, AgentSpecError, Completion, agent_kinds, bu
 from pivot_envs.agents.hf import HFAgent  # torch is imported only when one is built
 from pivot_envs.env import PivotEnv
 from pivot_envs.envs_data import generator
-from pivot_envs.extract import extract_pivots
+from pivot_envs.pipeline.extract import extract_pivots
 from pivot_envs.types import Pivot
 from servers import closed_port, control, start_fake_openai, start_transformers_serve, stats, transformers_serve_missing
 
@@ -169,7 +169,7 @@ def test_baselines_reject_bad_n():
 
 def _tokenizer(template: str | None):
     pytest.importorskip("transformers")
-    from pivot_envs.tiny_model import train_tokenizer
+    from pivot_envs.models.tiny import train_tokenizer
 
     tok = train_tokenizer(["hello world <tool_call> search query"], vocab_size=300)
     tok.chat_template = template
@@ -182,7 +182,7 @@ def _pivot_with_history() -> Pivot:
 
 def test_prompt_without_template_tool_support_declares_tools_and_renders_calls_as_hermes_text():
     from pivot_envs.agents.prompting import pivot_prompt
-    from pivot_envs.tiny_model import CHAT_TEMPLATE  # ChatML without tools / tool_calls
+    from pivot_envs.models.tiny import CHAT_TEMPLATE  # ChatML without tools / tool_calls
 
     p = _pivot_with_history()
     text = pivot_prompt(_tokenizer(CHAT_TEMPLATE), p)
@@ -242,7 +242,7 @@ def test_keep_task_truncation_keeps_the_question_and_the_latest_turns():
 
 def test_reference_template_renders_tools_and_past_actions_exactly_as_the_targets():
     from pivot_envs.agents.prompting import chat_messages, pivot_prompt
-    from pivot_envs.reference_model import REFERENCE_CHAT_TEMPLATE
+    from pivot_envs.models.reference import REFERENCE_CHAT_TEMPLATE
 
     tok = _tokenizer(REFERENCE_CHAT_TEMPLATE)
     for domain in ("search", "swe", "tool_use"):
@@ -267,7 +267,7 @@ def ref_model(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from pivot_envs.envs_data import load_pivots
-    from pivot_envs.reference_model import build_reference_model
+    from pivot_envs.models.reference import build_reference_model
 
     train = load_pivots("swe", "train")[:200]
     return build_reference_model("swe", tmp_path_factory.mktemp("ref") / "swe", steps=30, lm_steps=0, pivots=train,

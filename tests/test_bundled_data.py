@@ -6,7 +6,7 @@ import pytest
 
 from pivot_envs.envs_data import DATA_DIR, GENERATORS, generator, load_pivots, load_trajectories
 from pivot_envs.envs_data.build import split_trajectories
-from pivot_envs.extract import extract_pivots
+from pivot_envs.pipeline.extract import extract_pivots
 
 
 def test_bundle_is_small():

@@ -107,7 +107,7 @@ def test_verify_one_off_and_config_file(tmp_path):
 
 
 def test_verifier_demo_section_writes_reports(tmp_path):
-    from pivot_envs.verifier_demo import run_demo
+    from pivot_envs.experiments.verifier_demo import run_demo
 
     report = run_demo(tmp_path, n_pivots=5, seed=0)
     assert set(report["domains"]) == {"tool_use", "terminal", "swe", "search"}

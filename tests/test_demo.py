@@ -12,9 +12,9 @@ pytest.importorskip("transformers")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from pivot_envs.demo import DemoConfig, profile_stats, smoke_config, split_by_trajectory  # noqa: E402
-from pivot_envs.demo_arms import ARMS, rl_summary  # noqa: E402
-from pivot_envs.demo_report import aggregate_arms, check_claims, mean_std, table_rows  # noqa: E402
+from pivot_envs.experiments.demo import DemoConfig, profile_stats, smoke_config, split_by_trajectory  # noqa: E402
+from pivot_envs.experiments.arms import ARMS, rl_summary  # noqa: E402
+from pivot_envs.experiments.report import aggregate_arms, check_claims, mean_std, table_rows  # noqa: E402
 from pivot_envs.types import Pivot, Profile  # noqa: E402
 
 STAGES = {"verifier summary", "data", "base model", "profile", "filter", "select", "arms"}

@@ -379,7 +379,7 @@ def test_agrees_with_the_terminal_generators_checked_commands(bwrap_ok) -> None:
     ``near_misses`` (something differs). On the pivots extracted from them, exec must agree."""
     try:
         from pivot_envs.envs_data.generators.terminal import generate
-        from pivot_envs.extract import extract_pivots
+        from pivot_envs.pipeline.extract import extract_pivots
     except ImportError as exc:
         pytest.skip(f"the terminal generator or the extractor is not importable: {exc}")
     trajectories = generate(4, seed=3)

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from pivot_envs import Fixture, Trajectory
-from pivot_envs.extract import ExtractOptions, extract_pivots
+from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
 from tests.conftest import shared_file
 
 

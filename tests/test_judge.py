@@ -352,7 +352,7 @@ needs_serve = pytest.mark.skipif(SERVE_MISSING is not None, reason=f"transformer
 @pytest.fixture(scope="module")
 def tiny_judges(tmp_path_factory):
     """Build a trained (verdict-speaking) and an untrained tiny model; serve both with transformers serve."""
-    from pivot_envs.tiny_model import build_tiny_model, train_lm
+    from pivot_envs.models.tiny import build_tiny_model, train_lm
 
     root = tmp_path_factory.mktemp("tiny_judges")
     prompter = JudgeVerifier()
@@ -398,7 +398,7 @@ def test_transformers_serve_untrained_model_gives_a_malformed_verdict(tiny_judge
 def test_tiny_model_is_small_and_deterministic(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from pivot_envs.tiny_model import build_tiny_model, count_parameters
+    from pivot_envs.models.tiny import build_tiny_model, count_parameters
 
     texts = ["list_dir read_file /srv/project", VALID_VERDICT] * 5
     a = build_tiny_model(tmp_path / "a", texts, seed=3)

@@ -63,7 +63,7 @@ def write_pivots(path: Path, pivots: list[Pivot]) -> Path:
 
 def build_toy(root: Path) -> tuple[Path, Path]:
     """A tiny SFT-warmed model (~31K parameters) and the pivot file of the toy task."""
-    from pivot_envs.tiny_model import build_tiny_model, train_lm
+    from pivot_envs.models.tiny import build_tiny_model, train_lm
 
     texts = [action_target(call(n)) for n in NAMES] + list(USERS) + ["<|im_start|>user\n<|im_start|>assistant\n"]
     model = build_tiny_model(root / "model", texts, vocab_size=1000, hidden_size=32, n_layers=2, n_heads=2,

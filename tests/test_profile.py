@@ -25,11 +25,11 @@ from pivot_envs.agents import Agent, Completion
 from pivot_envs.agents.baselines import NoisyExpertAgent
 from pivot_envs.cli.profile_cmd import register
 from pivot_envs.envs_data import generator
-from pivot_envs.extract import extract_pivots
+from pivot_envs.pipeline.extract import extract_pivots
 from pivot_envs.formats import read_pivots, write_pivots
-from pivot_envs.pivot_filter import FilterConfig, filter_pivots
-from pivot_envs.profile import profile_pivots, reward_stats
-from pivot_envs.profile_report import profile_report
+from pivot_envs.pipeline.filter import FilterConfig, filter_pivots
+from pivot_envs.pipeline.profile import profile_pivots, reward_stats
+from pivot_envs.pipeline.report import profile_report
 from pivot_envs.types import Message, Pivot, Profile, VerifyResult
 from pivot_envs.verifiers import Verifier
 from pivot_envs.verifiers.base import register_verifier
@@ -410,7 +410,7 @@ def test_profile_cli_on_a_bundled_split_then_report_with_png(tmp_path):
 @pytest.mark.slow
 def test_ray_profile_equals_single_process_and_resumes_its_checkpoint(tmp_path):
     ray = pytest.importorskip("ray")
-    from pivot_envs.profile_ray import profile_pivots_ray
+    from pivot_envs.pipeline.profile_ray import profile_pivots_ray
 
     pivots = candidates()[:30]
     ckpt = tmp_path / "single.checkpoint"

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 
 from pivot_envs.cli.model_cmd import register  # noqa: E402
 from pivot_envs.envs_data import load_pivots  # noqa: E402
-from pivot_envs.reference_model import REFERENCE_CHAT_TEMPLATE, build_reference_model, read_report  # noqa: E402
+from pivot_envs.models.reference import REFERENCE_CHAT_TEMPLATE, build_reference_model, read_report  # noqa: E402
 
 
 def small_build(out, seed=0, steps=3):
@@ -72,7 +72,7 @@ def test_lm_warm_up_windows_cut_whole_conversations_at_turn_ends(tmp_path):
     from transformers import AutoTokenizer
 
     from pivot_envs.agents.prompting import chat_messages
-    from pivot_envs.reference_model import _conversation_windows
+    from pivot_envs.models.reference import _conversation_windows
 
     model_dir = build_reference_model("search", tmp_path / "m", steps=0, lm_steps=2, pivots=load_pivots("search", "train")[:40],
                                       max_context_tokens=128, vocab_size=600)

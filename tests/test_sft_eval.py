@@ -2,7 +2,7 @@
 
 One session-wide setup (``tiny_setup``, shared with ``test_train_cli.py``): eight
 first-turn pivots of the bundled search domain, an untrained tiny reference-style
-model (tokenizer and chat template of :mod:`pivot_envs.reference_model`), and that
+model (tokenizer and chat template of :mod:`pivot_envs.models.reference`), and that
 model after 60 SFT steps on the eight pivots.
 """
 
@@ -67,7 +67,7 @@ def toy_pivots() -> list[Pivot]:
 def tiny_setup(root: str) -> TinySetup:
     """Build (once per session and root) the toy pivot file, the base model and its SFT run."""
     from pivot_envs.formats import write_pivots
-    from pivot_envs.reference_model import build_reference_model
+    from pivot_envs.models.reference import build_reference_model
     from pivot_envs.trainers.sft import SFTConfig, train_sft
 
     base_root = Path(root)
@@ -221,7 +221,7 @@ def test_sft_config_errors_name_the_field(tmp_path):
 def test_eval_numbers_equal_a_direct_computation(tiny):
     from pivot_envs.agents.hf import HFAgent
     from pivot_envs.env import PivotEnv
-    from pivot_envs.tiny_model import generate
+    from pivot_envs.models.tiny import generate
 
     probes = probe_eval_set()[:12]
     report = _eval(str(tiny.final), str(tiny.pivots_path), k=2, temperature=1.0, seed=3, probes=tuple(probes),

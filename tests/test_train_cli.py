@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pivot_envs.config_files import (
+from pivot_envs.config import (
     ConfigError,
     ConfigSource,
     apply_overrides,

@@ -160,7 +160,7 @@ def _evaluate(greedy_agent: Any, live: Callable[..., Any], name: str, settings: 
               pivot_list: list[Pivot], verifier: Any, probes: Any, progress: ProgressCallback | None,
               details: bool, began: float) -> dict[str, Any]:
     """The body of :func:`evaluate` once the agents are set up."""
-    from pivot_envs.profile import Scorer
+    from pivot_envs.pipeline.profile import Scorer
 
     k, temperature, seed, batch_size = settings.k, settings.temperature, settings.seed, settings.batch_size
     scorer = Scorer(verifier)

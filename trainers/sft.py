@@ -199,7 +199,7 @@ class SFTConfig:
     def from_dict(cls, data: dict[str, Any]) -> "SFTConfig":
         """Build from a dict; unknown keys are an error naming them and the valid ones.
 
-        Values are taken as they are: :func:`pivot_envs.config_files.build_config` coerces
+        Values are taken as they are: :func:`pivot_envs.config.build_config` coerces
         strings from files and ``--set`` first.
         """
         names = [f.name for f in fields(cls)]

@@ -26,8 +26,8 @@ def demo_command(
 ) -> None:
     """Train and compare a tiny model on bundled data: base model -> profile -> filter -> PivotRL (and, with
     --full, SFT and the ablations); prints a table and writes report.md, report.json and plots to --out."""
-    from pivot_envs.demo import full_config, quick_config, run_pipeline, smoke_config
-    from pivot_envs.demo_report import table_rows
+    from pivot_envs.experiments.demo import full_config, quick_config, run_pipeline, smoke_config
+    from pivot_envs.experiments.report import table_rows
 
     with user_errors():
         if smoke:

@@ -26,7 +26,7 @@ def extract_command(
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed rows (counted by reason) instead of stopping."),
 ) -> None:
     """Cut trajectories into pivot candidates (one per assistant turn) and print an audit."""
-    from pivot_envs.extract import ExtractOptions, extract_pivots
+    from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
     from pivot_envs.formats import read_trajectories, write_pivots
     from pivot_envs.jsonl import BadRowError, ReadReport
 

@@ -30,7 +30,7 @@ def tiny_command(
         import transformers  # noqa: F401
     except ImportError as exc:
         fail(f"building a model needs the train extra: pip install 'pivot-envs[train]' ({exc})")
-    from pivot_envs.reference_model import build_reference_model, read_report
+    from pivot_envs.models.reference import build_reference_model, read_report
 
     if output.exists() and any(output.iterdir()):
         fail(f"{output} exists and is not empty; choose a new folder or remove it")

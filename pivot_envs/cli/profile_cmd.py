@@ -52,7 +52,7 @@ def profile_command(
     max_mean: Optional[float] = typer.Option(None, "--max-mean", help="lambda_diff for the report's filter survivors (var > 0 and mean < L)."),
 ) -> None:
     """Profile pivot candidates: K samples each from a reference agent, verifier rewards -> mean, variance."""
-    from pivot_envs.profile_report import profile_report
+    from pivot_envs.pipeline.report import profile_report
 
     if report is not None:
         if pivots or agent or output:
@@ -96,12 +96,12 @@ def _profile(candidates, agent, spec, k, seed, batch_pivots, checkpoint, ray, ra
 
         with user_errors():
             if ray is not None:
-                from pivot_envs.profile_ray import profile_pivots_ray
+                from pivot_envs.pipeline.profile_ray import profile_pivots_ray
 
                 return profile_pivots_ray(candidates, agent, spec, k, seed=seed, batch_pivots=batch_pivots,
                                           checkpoint=checkpoint, progress=on_progress, address=ray,
                                           workers=ray_workers)
-            from pivot_envs.profile import profile_pivots
+            from pivot_envs.pipeline.profile import profile_pivots
 
             return profile_pivots(candidates, agent, spec, k, seed=seed, batch_pivots=batch_pivots,
                                   checkpoint=checkpoint, progress=on_progress)
@@ -153,7 +153,7 @@ def _print_report(rep, source: str, png: Optional[Path]) -> None:
         hist.add_row(label.replace("[", "\\["), str(count), "#" * round(30 * count / top))
     console.print(hist)
     if png is not None:
-        from pivot_envs.profile_report import plot_profile
+        from pivot_envs.pipeline.report import plot_profile
 
         with user_errors():
             plot_profile(rep, png, title=Path(source).name)
@@ -170,7 +170,7 @@ def filter_command(
     n: Optional[int] = typer.Option(None, "--n", min=0, help="random: how many to draw (default: as many as adv keeps)."),
 ) -> None:
     """Keep the informative pivots of a profiled file (var > min-var and mean < max-mean), or an ablation."""
-    from pivot_envs.pivot_filter import MODES, FilterConfig, filter_pivots
+    from pivot_envs.pipeline.filter import MODES, FilterConfig, filter_pivots
 
     if mode not in MODES:
         fail(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")

@@ -45,9 +45,9 @@ KL_KEYS = ("kl", "kl_mean")
 def resolve_train_config(config_path: Path, overrides: list[str]) -> tuple[str, Any, Callable[..., Any]]:
     """``(algorithm, config object, train function)`` of a config file plus ``--set`` overrides.
 
-    Raises :class:`~pivot_envs.config_files.ConfigError` (a ``ValueError``) naming the key on any problem.
+    Raises :class:`~pivot_envs.config.ConfigError` (a ``ValueError``) naming the key on any problem.
     """
-    from pivot_envs.config_files import ConfigError, apply_overrides, build_config, read_config_file
+    from pivot_envs.config import ConfigError, apply_overrides, build_config, read_config_file
 
     source = apply_overrides(read_config_file(config_path), overrides)
     algorithm = source.data.get("algorithm")

@@ -25,7 +25,7 @@ def verify_command(
     report: bool = typer.Option(False, "--report", help="Print strict vs functional pass rates and the miss rate P[strict=0 | functional=1]."),
 ) -> None:
     """Verify actions against expected actions, standalone (batch JSONL or one-off)."""
-    from pivot_envs.verify_io import miss_rate_report
+    from pivot_envs.verifiers.rows import miss_rate_report
 
     spec = _spec(verifier, config)
     if expected is not None or action is not None:
@@ -68,7 +68,7 @@ def _spec(verifier: Optional[str], config: Optional[Path]):
 
 def _run(input: Path, spec, workers: int, n_rows: int, output: Optional[Path], label: str, show_bad: bool = True) -> list[dict]:
     from pivot_envs.jsonl import write_jsonl
-    from pivot_envs.verify_io import verify_file
+    from pivot_envs.verifiers.rows import verify_file
 
     rows: list[dict] = []
     with progress() as bar:
@@ -87,7 +87,7 @@ def _run(input: Path, spec, workers: int, n_rows: int, output: Optional[Path], l
 
 
 def _one_off(spec, expected: Optional[str], action: Optional[str], tools: Optional[Path]) -> None:
-    from pivot_envs.verify_io import parse_row, verify_rows
+    from pivot_envs.verifiers.rows import parse_row, verify_rows
 
     if expected is None or action is None:
         fail("the one-off form needs both --expected and --action")

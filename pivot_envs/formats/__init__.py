@@ -102,7 +102,7 @@ def read_pivots(path: str | Path, fmt: str = "auto", *, skip_bad: bool = False, 
         return read_nemo_gym(path, skip_bad=skip_bad, report=report, domain=domain)
     if fmt in TRAJECTORY_FORMATS:
         raise ValueError(f"{path}: holds trajectories ({fmt}), not pivots: cut them into pivots first "
-                         "(`pivot-envs extract` or pivot_envs.extract.extract_pivots)")
+                         "(`pivot-envs extract` or pivot_envs.pipeline.extract.extract_pivots)")
     raise ValueError(f"unknown pivot format {fmt!r}: use auto, {', '.join(PIVOT_FORMATS)}")
 
 

@@ -22,7 +22,7 @@ the domain verifier scores them against the expert action, and the pivot gets::
 
 Usage::
 
-    from pivot_envs.profile import profile_pivots
+    from pivot_envs.pipeline.profile import profile_pivots
 
     profiled = profile_pivots(pivots, "noisy_expert:0.5", None, k=8, seed=0,
                               checkpoint="out/profiled.jsonl.checkpoint")

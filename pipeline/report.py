@@ -1,6 +1,6 @@
 """What a profiling run found: reward distribution, zero-variance share, filter survivors, miss rate.
 
-    from pivot_envs.profile_report import profile_report, plot_profile
+    from pivot_envs.pipeline.report import profile_report, plot_profile
 
     report = profile_report(profiled_pivots, max_mean=0.75)
     report.zero_var_fraction      # the paper reports 0.71 on its data
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from pivot_envs.pivot_filter import is_scored
+from pivot_envs.pipeline.filter import is_scored
 from pivot_envs.types import Pivot
 
 

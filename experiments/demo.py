@@ -2,7 +2,7 @@
 
 ::
 
-    from pivot_envs.demo import quick_config, full_config, run_pipeline
+    from pivot_envs.experiments.demo import quick_config, full_config, run_pipeline
 
     report = run_pipeline(quick_config(seed=0), "runs/demo")      # ~10 min on 2 cores
     report = run_pipeline(full_config(seed=0, seeds=3), "runs/full")  # the paper's table, < 1 h
@@ -15,24 +15,24 @@ Stages (each prints progress and keeps its output in ``DIR``; a stage whose
 output is there with the same settings is skipped, so an interrupted demo
 resumes where it stopped):
 
-1. ``verifiers``: the verifier summary of :mod:`pivot_envs.verifier_demo` (extract ->
+1. ``verifiers``: the verifier summary of :mod:`pivot_envs.experiments.verifier_demo` (extract ->
    env -> verify expert, alternative and wrong actions in every built-in domain).
 2. ``data``: the domain's bundled pivots, split by trajectory: the *base* part (the
    base model learns from it), the *validation* part (hyper-parameters are chosen on
    it) and the *candidates* D_cand (what the arms train on); test pivots come from
    the bundled test split. ``DIR/data/*.jsonl``.
-3. ``base``: the base model (:mod:`pivot_envs.demo_base`): partly competent in the
+3. ``base``: the base model (:mod:`pivot_envs.experiments.base_model`): partly competent in the
    domain, and it knows the OOD probes. ``DIR/base_model``.
 4. ``profile``: K samples of the base model at every candidate, scored by the domain
-   verifier (:func:`pivot_envs.profile.profile_pivots`, checkpointed).
+   verifier (:func:`pivot_envs.pipeline.profile.profile_pivots`, checkpointed).
 5. ``filter``: D_adv = ``var > 0 and mean < lambda`` for each lambda tried; a random
    subset of D_cand of the same size (the ablations); the PVPO set.
 6. ``select`` (when grids are given): learning rates of SFT and PivotRL and lambda,
    chosen by greedy functional accuracy on the *validation* pivots.
 7. ``arms``: every arm trained from the same base model for the same number of
    optimiser steps and evaluated on the test pivots and the OOD probes
-   (:mod:`pivot_envs.demo_arms`); the main arms at several seeds.
-8. ``report``: ``report.json``, ``report.md`` and plots (:mod:`pivot_envs.demo_report`).
+   (:mod:`pivot_envs.experiments.arms`); the main arms at several seeds.
+8. ``report``: ``report.json``, ``report.md`` and plots (:mod:`pivot_envs.experiments.report`).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pivot_envs.demo_arms import ARMS, RunSettings, RunSpec, execute_run, quiet_transformers, read_run, run_many
-from pivot_envs.demo_base import BaseRecipe, build_base_model, read_base_report
-from pivot_envs.pivot_filter import is_scored
+from pivot_envs.experiments.arms import ARMS, RunSettings, RunSpec, execute_run, quiet_transformers, read_run, run_many
+from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
+from pivot_envs.pipeline.filter import is_scored
 from pivot_envs.types import Pivot, stable_hash
 
 Logger = Callable[[str], None]
@@ -65,7 +65,7 @@ class DemoConfig:
         kinds: pivot kinds kept (``pivot.meta["kind"]``, e.g. ``tool_call``); empty: all.
         seed: seeds the data split, the base model, the profile, the filters and the first arm seed.
         seeds: seeds of the main arms (``base``, ``sft``, ``pivotrl``): ``seed, seed + 1, ...``.
-        arms: arms to run (names of :data:`pivot_envs.demo_arms.ARMS`).
+        arms: arms to run (names of :data:`pivot_envs.experiments.arms.ARMS`).
         base_fraction: share of the training trajectories the base model learns from.
         val_fraction: share of the other training trajectories set aside for validation.
         base_sees_candidates: the base model also learns from the candidates' trajectories (the
@@ -176,7 +176,7 @@ def smoke_config(seed: int = 0) -> DemoConfig:
 
 def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = None) -> dict[str, Any]:
     """Run (or resume) every stage of the demo in ``out_dir``; returns the report (also ``report.json``)."""
-    from pivot_envs.demo_report import build_report, write_report
+    from pivot_envs.experiments.report import build_report, write_report
 
     say = log or _stderr
     cfg = config
@@ -227,7 +227,7 @@ def stage_verifiers(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any] |
     """The verifier summary of every built-in domain (``DIR/verifiers.json``)."""
     if cfg.verifier_pivots <= 0:
         return None
-    from pivot_envs.verifier_demo import DEMO_DOMAINS, run_domain
+    from pivot_envs.experiments.verifier_demo import DEMO_DOMAINS, run_domain
 
     key = stable_hash("verifiers", cfg.verifier_pivots, cfg.seed)
     path = out / "verifiers.json"
@@ -334,7 +334,7 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
     from pivot_envs.agents.hf import HFAgent
     from pivot_envs.formats import read_pivots
     from pivot_envs.jsonl import write_jsonl
-    from pivot_envs.profile import profile_pivots
+    from pivot_envs.pipeline.profile import profile_pivots
 
     key = stable_hash("profile", base["key"], cfg.profile_k, cfg.seed, cfg.max_new_tokens)
     folder = out / "data"
@@ -375,8 +375,8 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
 
 def profile_stats(pivots: Sequence[Pivot], k: int) -> dict[str, Any]:
     """How the base model's K samples fell at the candidates (a view of
-    :func:`pivot_envs.profile_report.profile_report` with eighths as histogram bins)."""
-    from pivot_envs.profile_report import profile_report
+    :func:`pivot_envs.pipeline.report.profile_report` with eighths as histogram bins)."""
+    from pivot_envs.pipeline.report import profile_report
 
     rep = profile_report(pivots, bins=8)
     n = max(1, rep.scored)
@@ -400,7 +400,7 @@ def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logge
     """Write the pivot sets: D_adv per lambda, the random D_cand subsets of equal size, the PVPO set."""
     from pivot_envs.formats import read_pivots
     from pivot_envs.jsonl import write_jsonl
-    from pivot_envs.pivot_filter import FilterConfig, filter_pivots
+    from pivot_envs.pipeline.filter import FilterConfig, filter_pivots
 
     profiled = read_pivots(profile["file"])
     folder = out / "data"

@@ -5,7 +5,7 @@ turns (neither always right nor always wrong) and that knows something outside
 the domain which narrow fine-tuning can erode. :func:`build_base_model` makes one
 on CPU in a few minutes:
 
-1. :func:`pivot_envs.reference_model.build_reference_model` (``steps=0``) makes the
+1. :func:`pivot_envs.models.reference.build_reference_model` (``steps=0``) makes the
    tokenizer (trained on the base pivots plus the probe texts), the chat template
    and an untrained Llama-style model;
 2. :func:`train_mixture` trains it on a *mixture*: every step takes one batch of the
@@ -114,8 +114,8 @@ def build_base_model(
     ``progress(step, steps, domain_loss, probe_loss)`` is called every 10 steps.
     """
     from pivot_envs.envs_data.probes import probe_examples
-    from pivot_envs.reference_model import build_reference_model
-    from pivot_envs.tiny_model import count_parameters
+    from pivot_envs.models.reference import build_reference_model
+    from pivot_envs.models.tiny import count_parameters
 
     recipe = recipe or BaseRecipe()
     start = time.perf_counter()

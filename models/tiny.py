@@ -4,7 +4,7 @@ Tests, examples and the small-scale reproduction need a *real* model that any
 Hugging Face tool can load (``from_pretrained``, ``transformers serve``, vLLM)
 without downloading anything. This module builds one from scratch::
 
-    from pivot_envs.tiny_model import build_tiny_model, train_lm
+    from pivot_envs.models.tiny import build_tiny_model, train_lm
 
     model_dir = build_tiny_model("out/tiny", texts, seed=0)
     train_lm(model_dir, [(chat_messages, "the reply")] * 32, steps=50, lr=1e-2)

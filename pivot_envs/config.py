@@ -2,7 +2,7 @@
 
 ::
 
-    from pivot_envs.config_files import read_config_file, apply_overrides, build_config
+    from pivot_envs.config import read_config_file, apply_overrides, build_config
 
     source = read_config_file("examples/train_sft_tiny.yaml")         # data + where each key came from
     source = apply_overrides(source, ["lr=1e-3", "optim.betas=[0.9, 0.95]"])

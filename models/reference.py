@@ -5,7 +5,7 @@ the policy's K samples there get *mixed* rewards. Tests, examples and the
 small-scale reproduction need such a policy without downloading one, so this
 module builds it offline on CPU in a minute or two::
 
-    from pivot_envs.reference_model import build_reference_model
+    from pivot_envs.models.reference import build_reference_model
 
     model_dir = build_reference_model("tool_use", "out/ref-tool_use", seed=0)
     agent = build_agent(f"hf:{model_dir}")          # or serve it: transformers serve / vLLM
@@ -19,12 +19,12 @@ Steps:
    text of :func:`~pivot_envs.actions.message_text`), so the model reads the same
    prompt from :mod:`pivot_envs.agents.prompting` locally and from
    ``transformers serve`` / vLLM;
-2. an untrained Llama-style model (:func:`pivot_envs.tiny_model.build_tiny_model`);
+2. an untrained Llama-style model (:func:`pivot_envs.models.tiny.build_tiny_model`);
 3. ``lm_steps`` of language modelling on the training conversations rendered whole
    (windows of ``max_context_tokens`` cut at turn ends): every token counts, so the model
    learns the domain's text and to copy names and ids from the context far faster than
    from the actions alone;
-4. ``steps`` of supervised fine-tuning (:func:`pivot_envs.tiny_model.train_lm`) on every
+4. ``steps`` of supervised fine-tuning (:func:`pivot_envs.models.tiny.train_lm`) on every
    pivot of the domain's *training* split: the loss is on the expert action text (and
    the end of turn) given the chat-templated context, contexts cut from the left to
    ``max_context_tokens``.
@@ -155,7 +155,7 @@ def build_reference_model(
     """
     from transformers import AutoTokenizer, GenerationConfig
 
-    from pivot_envs.tiny_model import build_tiny_model, count_parameters, train_lm
+    from pivot_envs.models.tiny import build_tiny_model, count_parameters, train_lm
 
     start = time.perf_counter()
     settings = {k: v for k, v in locals().items() if k in _SETTINGS}

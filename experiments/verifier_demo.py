@@ -24,7 +24,7 @@ import gymnasium
 from pivot_envs.actions import message_text
 from pivot_envs.domains import get_domain
 from pivot_envs.envs_data import load_trajectories
-from pivot_envs.extract import ExtractOptions, extract_pivots
+from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
 from pivot_envs.perturb import perturb_action
 
 DEMO_DOMAINS = ("tool_use", "terminal", "swe", "search")

@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from pivot_envs.demo_arms import ARM_TITLES, ARMS
+from pivot_envs.experiments.arms import ARM_TITLES, ARMS
 
 CLAIM_MARGIN = 0.10
 """PivotRL must beat Base in-domain by at least this much (10 points)."""
@@ -302,7 +302,7 @@ def markdown(report: dict[str, Any]) -> str:
     if r.get("plots"):
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in r["plots"]]
     if r.get("verifiers"):
-        from pivot_envs.verifier_demo import DomainSummary, markdown_report
+        from pivot_envs.experiments.verifier_demo import DomainSummary, markdown_report
 
         summaries = [DomainSummary(**v) for v in r["verifiers"].values()]
         text = markdown_report(summaries, sum(s.seconds for s in summaries), r["seed"])

@@ -1,9 +1,9 @@
 """Profiling scaled out over a Ray cluster (extra: ``pivot-envs[ray]``).
 
-Same result as :func:`pivot_envs.profile.profile_pivots` — same order, same
+Same result as :func:`pivot_envs.pipeline.profile.profile_pivots` — same order, same
 numbers — computed by a pool of Ray actors::
 
-    from pivot_envs.profile_ray import profile_pivots_ray
+    from pivot_envs.pipeline.profile_ray import profile_pivots_ray
 
     profiled = profile_pivots_ray(pivots, "hf:out/ref", None, k=8, seed=0, address="local")
 
@@ -11,7 +11,7 @@ numbers — computed by a pool of Ray actors::
   a spec string or a config dict) and its verifiers from their configs, so
   nothing heavy is pickled; a model loads once per actor.
 * The pivots are sharded by batch: the fixed batches of
-  :func:`~pivot_envs.profile.plan_batches` (the same as in a single process) go
+  :func:`~pivot_envs.pipeline.profile.plan_batches` (the same as in a single process) go
   to idle actors; each batch is one ``agent.sample`` call on one actor, with the
   same seed, hence the same numbers.
 * Finished batches are appended to the checkpoint as they arrive (in any order)
@@ -27,7 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from pivot_envs.profile import (
+from pivot_envs.pipeline.profile import (
     PivotResult,
     ProgressCallback,
     Scorer,
@@ -96,7 +96,7 @@ def profile_pivots_ray(
     worker_cpus: float = 1.0,
     worker_gpus: float = 0.0,
 ) -> list[Pivot]:
-    """:func:`~pivot_envs.profile.profile_pivots` on Ray actors (arguments as there, plus):
+    """:func:`~pivot_envs.pipeline.profile.profile_pivots` on Ray actors (arguments as there, plus):
 
     Args:
         address: ``"local"`` or a Ray address for ``ray.init(address=...)``.

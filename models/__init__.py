@@ -1,0 +1,1 @@
+"""Small local models built offline: the tiny-model builder and the per-domain reference policies."""
