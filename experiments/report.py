@@ -69,39 +69,120 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23}
+"""Two-sided 95 % Student t quantiles by degrees of freedom (1.96 beyond 10)."""
+
+
 def check_claims(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The paper's claims at this scale: ``holds`` is True/False, or None when an arm it needs is missing."""
+    """The paper's claims at this scale, each with a verdict that accounts for the seed spread.
+
+    Every claim is ``sum_a c_a * mean_a >= threshold`` over arm means (Table 4's ordering is two such
+    comparisons). ``verdict`` is ``reproduced`` when the whole 95 % interval of the left side clears the
+    threshold, ``not reproduced`` when the whole interval misses it, ``within noise`` when the interval
+    contains it, ``not measured`` when an arm is missing. ``holds`` keeps the comparison of means alone
+    (True/False/None); ``interval`` is the interval of ``sum_a c_a * mean_a - threshold``.
+    """
     def acc(arm: str, key: str = "in_domain_accuracy") -> float | None:
         value = arms.get(arm, {}).get(key)
         return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
+    noise = _SeedNoise(arms)
     claims = []
     base, rl, sft = acc("base"), acc("pivotrl"), acc("sft")
-    claims.append(_claim("pivotrl_beats_base",
-                         f"PivotRL in-domain accuracy >= Base + {CLAIM_MARGIN * 100:.0f} points",
-                         None if base is None or rl is None else rl >= base + CLAIM_MARGIN - 1e-12,
-                         {"base": base, "pivotrl": rl}))
-    claims.append(_claim("pivotrl_not_below_sft", "PivotRL in-domain accuracy >= SFT",
-                         None if sft is None or rl is None else rl >= sft - 1e-12, {"sft": sft, "pivotrl": rl}))
+    claims.append(noise.claim("pivotrl_beats_base", f"PivotRL in-domain accuracy >= Base + {CLAIM_MARGIN * 100:.0f} points",
+                              [({"pivotrl": 1, "base": -1}, CLAIM_MARGIN)], "in_domain_accuracy",
+                              {"base": base, "pivotrl": rl}))
+    claims.append(noise.claim("pivotrl_not_below_sft", "PivotRL in-domain accuracy >= SFT",
+                              [({"pivotrl": 1, "sft": -1}, 0.0)], "in_domain_accuracy", {"sft": sft, "pivotrl": rl}))
     b_ood, rl_ood, sft_ood = acc("base", "ood_accuracy"), acc("pivotrl", "ood_accuracy"), acc("sft", "ood_accuracy")
-    holds: bool | None = None
+    measured = None not in (b_ood, rl_ood, sft_ood)
+    sft_drop = b_ood - sft_ood if measured else None  # type: ignore[operator]
     note = ""
-    if None not in (b_ood, rl_ood, sft_ood):
-        rl_drop, sft_drop = b_ood - rl_ood, b_ood - sft_ood  # type: ignore[operator]
-        if sft_drop <= 0:
-            holds = rl_drop <= 0
-            note = "SFT lost no OOD accuracy, so the claim only holds if PivotRL lost none either"
-        else:
-            holds = rl_drop <= 0.5 * sft_drop + 1e-12
-    claims.append(_claim("ood_drop_at_most_half_of_sft", "OOD drop of PivotRL <= half the OOD drop of SFT", holds,
-                         {"base": b_ood, "pivotrl": rl_ood, "sft": sft_ood,
-                          "pivotrl_drop": None if holds is None else b_ood - rl_ood,  # type: ignore[operator]
-                          "sft_drop": None if holds is None else b_ood - sft_ood}, note))  # type: ignore[operator]
+    if measured and sft_drop <= 0:  # type: ignore[operator]
+        # SFT lost nothing: the claim reads "PivotRL lost nothing either", i.e. rl - base >= 0
+        comparison = [({"pivotrl": 1, "base": -1}, 0.0)]
+        note = "SFT lost no OOD accuracy, so the claim only holds if PivotRL lost none either"
+    else:
+        # rl_drop <= sft_drop / 2  <=>  rl - base/2 - sft/2 >= 0
+        comparison = [({"pivotrl": 1, "base": -0.5, "sft": -0.5}, 0.0)]
+    claims.append(noise.claim("ood_drop_at_most_half_of_sft", "OOD drop of PivotRL <= half the OOD drop of SFT",
+                              comparison, "ood_accuracy",
+                              {"base": b_ood, "pivotrl": rl_ood, "sft": sft_ood,
+                               "pivotrl_drop": b_ood - rl_ood if measured else None,  # type: ignore[operator]
+                               "sft_drop": sft_drop}, note, strict=False))
     nf, st = acc("no_filter"), acc("strict_reward")
-    claims.append(_claim("table4_ordering", "Table 4 ordering: PivotRL > - pivot filtering > - functional reward",
-                         None if None in (rl, nf, st) else (rl > nf > st),  # type: ignore[operator]
-                         {"pivotrl": rl, "no_filter": nf, "strict_reward": st}))
+    claims.append(noise.claim("table4_ordering", "Table 4 ordering: PivotRL > - pivot filtering > - functional reward",
+                              [({"pivotrl": 1, "no_filter": -1}, 0.0), ({"no_filter": 1, "strict_reward": -1}, 0.0)],
+                              "in_domain_accuracy", {"pivotrl": rl, "no_filter": nf, "strict_reward": st}, strict=True))
     return claims
+
+
+class _SeedNoise:
+    """Standard errors of arm means from the spread over seeds.
+
+    An arm run with one seed borrows the largest sample standard deviation among the arms run with
+    several seeds (its own spread is unmeasured); with no multi-seed arm there is no interval and the
+    verdict follows the means, marked ``one seed``. The interval covers seed-to-seed variation only,
+    not the sampling error of the finite test set.
+    """
+
+    def __init__(self, arms: dict[str, dict[str, Any]]):
+        self.arms = arms
+
+    def _values(self, arm: str, key: str) -> list[float]:
+        return [float(r[key]) for r in self.arms.get(arm, {}).get("per_seed", []) if r.get(key) is not None]
+
+    def _borrowed(self, key: str) -> tuple[float, int] | None:
+        """The largest sample std among multi-seed arms, with its degrees of freedom."""
+        spreads = [(statistics.stdev(v), len(v) - 1) for v in (self._values(a, key) for a in self.arms) if len(v) > 1]
+        return max(spreads) if spreads else None
+
+    def claim(self, name: str, text: str, comparisons: list[tuple[dict[str, float], float]], key: str,
+              numbers: dict[str, Any], note: str = "", strict: bool = False) -> dict[str, Any]:
+        verdicts, intervals = [], []
+        holds: bool | None = True
+        for coefs, threshold in comparisons:
+            means = {a: self.arms.get(a, {}).get(key) for a in coefs}
+            if any(m is None or (isinstance(m, float) and math.isnan(m)) for m in means.values()):
+                return {**_claim(name, text, None, numbers, note), "verdict": "not measured", "interval": None}
+            margin = sum(c * means[a] for a, c in coefs.items()) - threshold
+            ok = margin > 1e-12 if strict else margin >= -1e-12
+            holds = holds and ok
+            half = self._half_width(coefs, key)
+            if half is None:
+                verdicts.append("reproduced (one seed)" if ok else "not reproduced (one seed)")
+                intervals.append(None)
+                continue
+            low, high = margin - half, margin + half
+            intervals.append([low, high])
+            if (low > 1e-12 if strict else low >= -1e-12):
+                verdicts.append("reproduced")
+            elif high < -1e-12 or (strict and high <= 1e-12):
+                verdicts.append("not reproduced")
+            else:
+                verdicts.append("within noise")
+        order = ["not reproduced", "not reproduced (one seed)", "within noise", "reproduced (one seed)", "reproduced"]
+        verdict = min(verdicts, key=order.index)
+        return {**_claim(name, text, holds, numbers, note), "verdict": verdict,
+                "interval": intervals[0] if len(intervals) == 1 else intervals}
+
+    def _half_width(self, coefs: dict[str, float], key: str) -> float | None:
+        borrowed = self._borrowed(key)
+        variance, dofs = 0.0, []
+        for arm, c in coefs.items():
+            values = self._values(arm, key)
+            if len(values) > 1:
+                std = statistics.stdev(values)
+                dofs.append(len(values) - 1)
+            elif borrowed is not None:
+                std, dof = borrowed
+                dofs.append(dof)
+            else:
+                return None
+            variance += (c * std) ** 2 / max(len(values), 1)
+        if not dofs:
+            return None
+        return T_95.get(min(dofs), 1.96) * math.sqrt(variance)
 
 
 def diagnose(report: dict[str, Any]) -> list[str]:
@@ -235,9 +316,10 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     for c in r["claims"]:
-        mark = {True: "reproduced", False: "NOT reproduced", None: "not measured"}[c["holds"]]
+        mark = c.get("verdict") or {True: "reproduced", False: "not reproduced", None: "not measured"}[c["holds"]]
         nums = ", ".join(f"{k} {_fmt(v)}" for k, v in c["numbers"].items() if v is not None)
-        lines.append(f"- **{mark}**: {c['text']} ({nums}){'. ' + c['note'] if c.get('note') else ''}")
+        lines.append(f"- **{mark.upper() if mark.startswith('not rep') else mark}**: {c['text']} ({nums})"
+                     f"{_interval_text(c.get('interval'))}{'. ' + c['note'] if c.get('note') else ''}")
     lines += ["", "Observations (computed from the numbers below):", ""] + [f"- {n}" for n in r.get("observations", [])]
     p = r["profile"]
     lines += [
@@ -385,6 +467,15 @@ def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
     if not values:
         return None, None
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def _interval_text(interval: Any) -> str:
+    """``; 95 % interval of the margin [-0.021, +0.039]`` (one per comparison), or nothing."""
+    if not interval:
+        return ""
+    parts = interval if isinstance(interval[0], list) else [interval]
+    shown = ", ".join("n/a" if p is None else f"[{p[0]:+.3f}, {p[1]:+.3f}]" for p in parts)
+    return f"; 95 % interval of the margin over seeds {shown}"
 
 
 def _claim(name: str, text: str, holds: bool | None, numbers: dict[str, Any], note: str = "") -> dict[str, Any]:

@@ -29,10 +29,14 @@ Steps:
    the end of turn) given the chat-templated context, contexts cut from the left to
    ``max_context_tokens``.
 
-The defaults (213K parameters, 600 + 400 steps) give a partly competent policy:
-measured at K=8, temperature 1, with each domain's default verifier on 48 test
-pivots, mean reward 0.08 (search) and 0.06 (tool_use), with mixed outcomes on about
-a fifth of the pivots — what profiling needs. More steps, more competence. The
+The defaults (600 + 400 steps) aim at a *partly* competent policy, the kind profiling needs
+(mixed outcomes at some pivots). Measure what a built model does on a domain with::
+
+    pivot-envs model tiny --domain search -o out/ref-search
+    pivot-envs profile --pivots bundled:search:test --agent hf:out/ref-search -k 8 -o out/prof.jsonl
+    pivot-envs profile --report out/prof.jsonl          # mean reward, zero-variance and mixed shares
+
+More steps, more competence. The
 generation config samples (``do_sample``, temperature 1, no top-k), so servers
 sample from the model's distribution by default. Deterministic under ``seed``.
 """

@@ -58,8 +58,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from pivot_envs.types import Pivot, Profile, VerifyResult, stable_hash
+from pivot_envs.types import Action, Pivot, Profile, VerifyResult, stable_hash
 from pivot_envs.verifiers import Verifier, VerifierSpec, build_verifier
+from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
 
 ProgressCallback = Callable[[int, int], None]
 """``progress(done, total)``: pivots profiled so far (including resumed ones) and the total."""
@@ -166,26 +167,22 @@ class Scorer:
     """
 
     def __init__(self, verifier: VerifierSpec | None = None, strict: VerifierSpec = "strict"):
-        self.verifier = None if verifier is None else build_verifier(verifier)
+        self.resolver = VerifierResolver(verifier)
+        self.verifier = self.resolver.default
         self.strict = build_verifier(strict)
-        self._by_domain: dict[str, Verifier] = {}
 
     def functional_for(self, domain: str) -> Verifier:
         """The functional verifier of a pivot of ``domain``."""
-        if self.verifier is not None:
-            return self.verifier
-        if domain not in self._by_domain:
-            from pivot_envs.domains import get_domain
+        return self.resolver.get(None, domain)
 
-            if not domain:
-                raise ValueError("a pivot has no 'domain', so it has no default verifier: "
-                                 "give a verifier (CLI: --verifier NAME or --config FILE)")
-            self._by_domain[domain] = build_verifier(get_domain(domain).verifier_spec())
-        return self._by_domain[domain]
+    def score(self, actions: Sequence[Action], owners: Sequence[Pivot]) -> tuple[list[VerifyResult], list[VerifyResult]]:
+        """Functional and strict verdicts of ``actions[i]`` at ``owners[i]`` (one ``verify_many`` per verifier)."""
+        return (verify_batch(actions, owners, self.resolver.for_pivot),
+                verify_batch(actions, owners, self.strict))
 
     def config(self) -> dict[str, Any]:
         """What rebuilds this scorer (``Scorer(**config)``); also the checkpoint's record of it."""
-        return {"verifier": None if self.verifier is None else self.verifier.config(), "strict": self.strict.config()}
+        return {"verifier": self.resolver.config(), "strict": self.strict.config()}
 
 
 def profile_batch(pivots: Sequence[Pivot], indices: Sequence[int], agent: Any, scorer: Scorer, k: int,
@@ -198,16 +195,7 @@ def profile_batch(pivots: Sequence[Pivot], indices: Sequence[int], agent: Any, s
                            f"for {len(pivots)} pivots and n={k}: expected {len(pivots)} groups of {k}")
     actions = [c.action for group in groups for c in group]
     owners = [p for p in pivots for _ in range(k)]
-    functional: list[VerifyResult | None] = [None] * len(actions)
-    by_verifier: dict[int, tuple[Verifier, list[int]]] = {}
-    for j, pivot in enumerate(pivots):
-        verifier = scorer.functional_for(pivot.domain)
-        by_verifier.setdefault(id(verifier), (verifier, []))[1].extend(range(j * k, (j + 1) * k))
-    for verifier, positions in by_verifier.values():
-        results = verifier.verify_many([actions[i] for i in positions], [owners[i] for i in positions])
-        for pos, result in zip(positions, results):
-            functional[pos] = result
-    strict = scorer.strict.verify_many(actions, owners)
+    functional, strict = scorer.score(actions, owners)
     out = []
     for j, (index, pivot) in enumerate(zip(indices, pivots)):
         span = slice(j * k, (j + 1) * k)

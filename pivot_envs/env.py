@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any, Sequence
 
 import gymnasium
@@ -30,8 +29,8 @@ from pivot_envs.render import render_pivot
 from pivot_envs.spaces import action_space, observation_space
 from pivot_envs.types import Message, Pivot, VerifyResult
 from pivot_envs.verifiers import Verifier, VerifierSpec, build_verifier
+from pivot_envs.sources import PivotSource, resolve_pivots
 
-PivotSource = str | Path | Sequence[Pivot | dict[str, Any]] | None
 
 
 class PivotEnv(gymnasium.Env[dict[str, str], str]):
@@ -59,7 +58,7 @@ class PivotEnv(gymnasium.Env[dict[str, str], str]):
         render_mode: str | None = None,
     ):
         self.domain = get_domain(domain)
-        self.pivots: list[Pivot] = load_pivot_source(pivots, self.domain.name, split)
+        self.pivots: list[Pivot] = resolve_pivots(pivots, domain=self.domain.name, split=split)
         if not self.pivots:
             raise ValueError(f"no pivots for domain {self.domain.name!r} (pivots={pivots!r}, split={split!r})")
         self._index = {p.id: i for i, p in enumerate(self.pivots)}
@@ -144,17 +143,3 @@ class PivotEnv(gymnasium.Env[dict[str, str], str]):
             "verifier": result.verifier,
             "error": result.error,
         }
-
-
-def load_pivot_source(pivots: PivotSource, domain: str, split: str) -> list[Pivot]:
-    """Pivots from a path, a list of Pivots/dicts, or the domain's bundled split."""
-    if pivots is None:
-        loader = get_domain(domain).load_pivots
-        if loader is None:
-            raise ValueError(f"domain {domain!r} ships no bundled data: pass pivots=PATH or a list of Pivots")
-        return list(loader(split))
-    if isinstance(pivots, (str, Path)):
-        from pivot_envs.formats import read_pivots
-
-        return read_pivots(pivots)
-    return [p if isinstance(p, Pivot) else Pivot.from_dict(p) for p in pivots]

@@ -157,6 +157,33 @@ def test_claims_against_hand_numbers():
                      "ood_drop_at_most_half_of_sft": None, "table4_ordering": None}
 
 
+def _seeded(key_values: dict[str, list[float]]) -> dict[str, dict]:
+    arms = {}
+    for arm, values in key_values.items():
+        arms[arm] = {"in_domain_accuracy": sum(values) / len(values),
+                     "per_seed": [{"seed": i, "in_domain_accuracy": v} for i, v in enumerate(values)]}
+    return arms
+
+
+def test_claim_inside_the_seed_spread_is_within_noise_with_its_interval():
+    # PivotRL beats SFT on the means (0.353 vs 0.344) but the seeds overlap: not "reproduced"
+    arms = _seeded({"sft": [0.36, 0.32, 0.3533], "pivotrl": [0.3533, 0.3667, 0.34]})
+    claim = {c["name"]: c for c in check_claims(arms)}["pivotrl_not_below_sft"]
+    assert claim["holds"] is True and claim["verdict"] == "within noise"
+    # by hand: margin 0.0089; se = sqrt(0.0214**2/3 + 0.0133**2/3) = 0.01457; t(2 dof) = 4.30
+    low, high = claim["interval"]
+    assert low == pytest.approx(0.0089 - 4.30 * 0.01457, abs=2e-3) and high == pytest.approx(0.0089 + 4.30 * 0.01457, abs=2e-3)
+    # far apart with a tight spread: reproduced; far below: not reproduced
+    arms = _seeded({"sft": [0.30, 0.31, 0.29], "pivotrl": [0.50, 0.51, 0.49]})
+    assert {c["name"]: c for c in check_claims(arms)}["pivotrl_not_below_sft"]["verdict"] == "reproduced"
+    arms = _seeded({"sft": [0.50, 0.51, 0.49], "pivotrl": [0.30, 0.31, 0.29]})
+    assert {c["name"]: c for c in check_claims(arms)}["pivotrl_not_below_sft"]["verdict"] == "not reproduced"
+    # one seed everywhere: the verdict follows the means and says so
+    arms = _seeded({"sft": [0.30], "pivotrl": [0.50]})
+    claim = {c["name"]: c for c in check_claims(arms)}["pivotrl_not_below_sft"]
+    assert claim["verdict"] == "reproduced (one seed)" and claim["interval"] is None
+
+
 def test_config_rejects_unknown_arms_and_orphan_ablations():
     with pytest.raises(ValueError, match="unknown arm 'dpo'"):
         DemoConfig(arms=("base", "dpo"))

@@ -705,3 +705,18 @@ class TestDefaults:
         if "judge" in verifier_names():
             for spec in (terminal, tool_use, search):
                 build_verifier(spec)
+
+
+# ----------------------------------------------------------------------------- string case
+def test_tool_call_compares_string_case_by_default_and_bfcl_is_a_named_setting() -> None:
+    expert = calls(("book", {"cabin": "economy", "note": "April 1, 2024"}))
+    upper = calls(("book", {"cabin": "ECONOMY", "note": "April 1, 2024"}))
+    spaced = calls(("book", {"cabin": "Economy", "note": "april 1 2024"}))
+    tools = [{"type": "function", "function": {"name": "book", "parameters": {"type": "object", "properties": {
+        "cabin": {"type": "string"}, "note": {"type": "string"}}}}}]
+    default = check("tool_call", upper, expert, tools)
+    assert not default.passed and "cabin" in default.reason  # IDs and enums are case-sensitive in real worlds
+    bfcl = {"name": "tool_call", "normalizers": ["bfcl"]}
+    assert check(bfcl, upper, expert, tools).passed and check(bfcl, spaced, expert, tools).passed
+    assert not check(bfcl, calls(("book", {"cabin": "business", "note": "April 1, 2024"})), expert, tools).passed
+    assert NORMALIZERS["bfcl"]("It's A-1_b*c^d./e,f g") == 'it"sa1bcdefg'

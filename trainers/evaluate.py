@@ -119,7 +119,8 @@ def evaluate(
         "pass_at_k", "samples", "scored", "errors"} | None}``.
     """
     from pivot_envs.agents.hf import HFAgent
-    from pivot_envs.trainers.sft import default_prompt_tokens, resolve_pivots
+    from pivot_envs.sources import resolve_pivots
+    from pivot_envs.trainers.sft import default_prompt_tokens
 
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
@@ -258,16 +259,7 @@ def _score(scorer: Any, pivots: Sequence[Pivot], groups: list[list[Any]]) -> lis
     """Functional (per-domain verifier, one ``verify_many`` per verifier) and strict verdicts of every sample."""
     actions = [c.action for g in groups for c in g]
     owners = [p for p, g in zip(pivots, groups) for _ in g]
-    functional: list[Any] = [None] * len(actions)
-    by_verifier: dict[int, tuple[Any, list[int]]] = {}
-    for pos, pivot in enumerate(owners):
-        v = scorer.functional_for(pivot.domain)
-        by_verifier.setdefault(id(v), (v, []))[1].append(pos)
-    for v, positions in by_verifier.values():
-        results = v.verify_many([actions[i] for i in positions], [owners[i] for i in positions])
-        for pos, result in zip(positions, results):
-            functional[pos] = result
-    strict = scorer.strict.verify_many(actions, owners) if actions else []
+    functional, strict = scorer.score(actions, owners)
     out: list[PivotScores] = []
     pos = 0
     for g in groups:

@@ -45,7 +45,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from pivot_envs.env import load_pivot_source
+from pivot_envs.sources import resolve_pivots
 from pivot_envs.domains import get_domain
 from pivot_envs.trainers import checkpoint as ckpt
 from pivot_envs.trainers.advantage import group_advantages
@@ -181,7 +181,7 @@ class PivotRLTrainer:
     def _load_data(self) -> None:
         cfg = self.config
         self.domain = get_domain(cfg.domain)
-        pivots = load_pivot_source(cfg.pivots, self.domain.name, cfg.split)
+        pivots = resolve_pivots(cfg.pivots, domain=self.domain.name, split=cfg.split)
         if not pivots:
             raise ConfigError(f"no pivots in {cfg.pivots or f'the bundled {cfg.split!r} split of {cfg.domain!r}'}")
         self.pivots: dict[str, Pivot] = {}

@@ -9,7 +9,7 @@ A sample whose verification failed (``VerifyResult.error``: judge down,
 sandbox crash...) is *masked*: ``valid = False``, it is counted, and it never
 enters the group statistics or the loss as a 0 or a 1. A verifier whose
 ``verify_many`` raises (a bug in a third-party verifier) masks the whole batch
-with that error instead of killing the run.
+with that error instead of killing the run (:func:`pivot_envs.verifiers.batch.verify_batch`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.actions import parse_action as default_parse
 from pivot_envs.trainers.sampling import Group
-from pivot_envs.types import Action, Pivot, VerifyResult
+from pivot_envs.types import Action
 from pivot_envs.verifiers import Verifier
+from pivot_envs.verifiers.batch import verify_batch
 
 
 @dataclass
@@ -60,8 +61,8 @@ def score_groups(
     """Score every completion of ``groups``; returns one :class:`GroupScores` per group."""
     actions = [parse(c.text) for g in groups for c in g.completions]
     pivots = [g.pivot for g in groups for _ in g.completions]
-    results = _verify(verifier, actions, pivots)
-    strict = _verify(strict_verifier, actions, pivots) if strict_verifier is not None else [None] * len(actions)
+    results = verify_batch(actions, pivots, verifier)
+    strict = verify_batch(actions, pivots, strict_verifier) if strict_verifier is not None else [None] * len(actions)
     out, i = [], 0
     for g in groups:
         n = len(g.completions)
@@ -75,25 +76,6 @@ def score_groups(
             strict=[None if s is None or s.error else float(s.reward) for s in strict_chunk],
         ))
     return out
-
-
-def _verify(verifier: Verifier, actions: list[Action], pivots: list[Pivot]) -> list[VerifyResult]:
-    if not actions:
-        return []
-    name = getattr(verifier, "name", type(verifier).__name__)
-    try:
-        results = list(verifier.verify_many(actions, pivots))
-    except Exception as exc:  # noqa: BLE001 - a verifier bug masks the batch, it does not end the run
-        return [VerifyResult.failure(name, f"verify_many raised {type(exc).__name__}: {exc}")] * len(actions)
-    if len(results) != len(actions):
-        error = f"verify_many returned {len(results)} results for {len(actions)} actions"
-        return [VerifyResult.failure(name, error)] * len(actions)
-    for k, r in enumerate(results):
-        if not isinstance(r, VerifyResult):
-            results[k] = VerifyResult.failure(name, f"verify_many returned {type(r).__name__}, not a VerifyResult")
-        elif r.error is None and not 0.0 <= float(r.reward) <= 1.0:
-            results[k] = VerifyResult.failure(name, f"reward {r.reward!r} is outside [0, 1]")
-    return results
 
 
 class ValueTable:

@@ -62,6 +62,15 @@ def _strip_quotes(text: str) -> str:
     return text
 
 
+_BFCL_DROPPED = re.compile(r"[ ,./\-_*^]")
+
+
+def _bfcl(text: str) -> str:
+    """BFCL's AST checker convention for string values: drop spaces and ``,./-_*^``, lower-case,
+    single quotes as double quotes (so ``"April 1, 2024"`` equals ``"april 1 2024"``)."""
+    return _BFCL_DROPPED.sub("", text).lower().replace("'", '"')
+
+
 NORMALIZERS: dict[str, Normalizer] = {
     "lower": str.casefold,
     "strip": str.strip,
@@ -71,6 +80,7 @@ NORMALIZERS: dict[str, Normalizer] = {
     "strip_quotes": _strip_quotes,
     "remove_articles": lambda s: _ARTICLES.sub("", s),
     "nfkc": lambda s: unicodedata.normalize("NFKC", s),
+    "bfcl": _bfcl,
 }
 """The named string normalisers (a registry: read it, do not mutate it at run time)."""
 

@@ -16,16 +16,16 @@ the other rows are verified as usual.
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from pivot_envs.actions import parse_action
 from pivot_envs.jsonl import iter_json_lines
 from pivot_envs.types import Action, Fixture, Pivot, VerifyResult
-from pivot_envs.verifiers import Verifier, build_verifier
+from pivot_envs.verifiers import Verifier
+from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
 
 CHUNK = 128
 
@@ -86,44 +86,29 @@ def read_rows(path: str | Path) -> Iterator[Row]:
             yield parse_row(obj, line, str(path))
 
 
-@dataclass
-class _Verifiers:
-    """Builds and caches verifiers per spec within one worker."""
-
-    default: Any
-    cache: dict[str, Verifier] = field(default_factory=dict)
-
-    def get(self, row: Row) -> Verifier:
-        spec = row.verifier if row.verifier is not None else self.default
-        if spec is None and row.pivot is not None and row.pivot.domain:
-            from pivot_envs.domains import get_domain
-
-            spec = get_domain(row.pivot.domain).verifier_spec()
-        key = json.dumps(spec if spec is not None else "tool_call", sort_keys=True)
-        if key not in self.cache:
-            self.cache[key] = build_verifier(json.loads(key))
-        return self.cache[key]
-
-
 def verify_rows(rows: list[Row], default_verifier: Any) -> list[dict[str, Any]]:
-    """Verify rows in order (one process). Rows sharing a verifier are verified with one ``verify_many``."""
-    verifiers = _Verifiers(default_verifier)
+    """Verify rows in order (one process). Rows sharing a verifier are verified with one ``verify_many``.
+
+    A row's verifier is its own ``verifier`` field, else ``default_verifier``, else its domain's
+    default, else ``tool_call``.
+    """
+    resolver = VerifierResolver(fallback="tool_call")
     out: list[dict[str, Any] | None] = [None] * len(rows)
-    groups: dict[int, tuple[Verifier, list[int]]] = {}
+    chosen: dict[int, Verifier] = {}
     for i, row in enumerate(rows):
         if row.error is not None:
             out[i] = _error_row(row.id, row.error)
             continue
         try:
-            verifier = verifiers.get(row)
+            chosen[i] = resolver.get(row.verifier if row.verifier is not None else default_verifier,
+                                     row.pivot.domain if row.pivot is not None else "")
         except (ValueError, TypeError) as exc:
             out[i] = _error_row(row.id, f"line {row.line}: field 'verifier': {exc}")
-            continue
-        groups.setdefault(id(verifier), (verifier, []))[1].append(i)
-    for verifier, indices in groups.values():
-        results = verifier.verify_many([rows[i].action for i in indices], [rows[i].pivot for i in indices])
-        for i, res in zip(indices, results):
-            out[i] = {"id": rows[i].id, **res.to_dict()}
+    todo = list(chosen)
+    results = verify_batch([rows[i].action for i in todo], [rows[i].pivot for i in todo],
+                           [chosen[i] for i in todo])
+    for i, res in zip(todo, results):
+        out[i] = {"id": rows[i].id, **res.to_dict()}
     return [o for o in out if o is not None]
 
 

@@ -44,6 +44,18 @@ Arguments (parsed from JSON; key order never matters)
        threshold in ``fuzzy_arguments``; arrays in order (as a multiset when
        the schema says ``uniqueItems: true``); objects key by key.
 
+String case
+    Strings are compared case-sensitively by default (after ``strip``). That is
+    right for worlds where IDs, codes and enum values are case-sensitive (tau2-bench's
+    airline tools, for one, treat reservation IDs, airport codes and the ``cabin`` and
+    ``insurance`` enums so: a call with another case does something else). BFCL's AST checker ignores case and some punctuation;
+    ``normalizers: ["bfcl"]`` is its convention (drop spaces and ``,./-_*^``,
+    lower-case, ``'`` as ``"``); ``["strip", "lower"]`` ignores case only, and
+    ``argument_normalizers`` sets it for chosen arguments (free text) alone::
+
+        build_verifier({"name": "tool_call", "normalizers": ["bfcl"]})                # BFCL
+        build_verifier({"name": "tool_call", "argument_normalizers": {"note": ["strip", "lower"]}})
+
 Text
     ``content`` decides what happens to the text of a turn that has calls:
     ``"ignore"`` (default), or a verifier spec (``"fuzzy"``, a judge

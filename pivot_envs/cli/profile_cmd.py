@@ -108,24 +108,11 @@ def _profile(candidates, agent, spec, k, seed, batch_pivots, checkpoint, ray, ra
 
 
 def _read_pivots(source: str):
-    """Pivots of a file, or of ``bundled:DOMAIN[:SPLIT]``."""
-    from pivot_envs.formats import read_pivots
+    """Pivots of a file, or of ``bundled:DOMAIN[:SPLIT]`` (:func:`pivot_envs.sources.resolve_pivots`)."""
+    from pivot_envs.sources import resolve_pivots
 
-    if source.startswith("bundled:"):
-        _, _, rest = source.partition(":")
-        domain, _, split = rest.partition(":")
-        from pivot_envs.domains import get_domain
-
-        with user_errors():
-            loader = get_domain(domain).load_pivots
-            if loader is None:
-                fail(f"{source}: domain {domain!r} ships no bundled data; give a pivot file")
-            return list(loader(split or "train"))
-    path = Path(source)
-    if not path.exists():
-        fail(f"{path}: no such file (a pivot JSONL, or bundled:DOMAIN[:SPLIT])")
     with user_errors():
-        return read_pivots(path)
+        return resolve_pivots(source)
 
 
 def _write_atomic(pivots, output: Path) -> None:
