@@ -1,6 +1,7 @@
-"""Configuration files (YAML, TOML or JSON) and ``--set key=value`` overrides -> config dataclasses.
+"""The one config system: files (YAML, TOML or JSON) and ``--set key=value`` overrides -> config dataclasses.
 
-::
+Every config of the package goes through here (``pivot-envs train``, ``PivotRLConfig``,
+``SFTConfig``, ``pivot-envs verify --config``)::
 
     from pivot_envs.config import read_config_file, apply_overrides, build_config
 
@@ -8,10 +9,16 @@
     source = apply_overrides(source, ["lr=1e-3", "optim.betas=[0.9, 0.95]"])
     config = build_config(SFTConfig, source, ignore=("algorithm",))
 
+    config = config_from_file(SFTConfig, "sft.yaml", overrides=["steps=50"])   # the same, in one call
+    config = config_from_dict(SFTConfig, {"lr": "1e-3"}, source="sft.json")    # a dict (strings coerced)
+    config_to_dict(config)                                                      # JSON-ready, round-trips
+
 * a file is a mapping; nested mappings configure nested dataclass fields, and the
   same keys can be given with dots (``--set a.b=1``);
 * override values are parsed as YAML scalars/flow values (``3``, ``1e-3``, ``true``,
-  ``null``, ``[1, 2]``, ``out/run``) and then coerced to the field's type;
+  ``null``, ``[1, 2]``, ``out/run``) and then coerced to the field's type; a string given
+  for a list, mapping or optional field (e.g. from Python) is read the same way
+  (``"[0.9, 0.95]"`` -> ``[0.9, 0.95]``, ``"null"`` -> ``None``);
 * every key is checked against the dataclass: an unknown key is an error that
   names it, where it came from (``FILE:LINE`` or ``--set ...``), a close match,
   and the valid keys; a value of the wrong type names the key, the expected
@@ -37,11 +44,37 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["ConfigError", "ConfigSource", "read_config_file", "parse_override", "apply_overrides", "build_config",
-           "config_keys", "coerce_value"]
+           "config_from_dict", "config_from_file", "config_to_dict", "config_keys", "coerce_value"]
 
 
 class ConfigError(ValueError):
-    """A configuration problem a user can fix; the message names the key, where it came from, and the fix."""
+    """A configuration problem a user can fix; the message names the key, where it came from, and the fix.
+
+    ``key`` and ``value``, when set, are the offending key (its last part) and value, so that a caller
+    holding the file's :class:`ConfigSource` can point at the line (see :func:`locate`).
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, value: Any = None):
+        super().__init__(message)
+        self.key = key
+        self.value = value
+
+
+def unknown_key_error(key: str, valid: Iterable[str], *, owner: str = "", where: str = "",
+                      shown: str | None = None) -> ConfigError:
+    """The error for an unknown ``key``: it, a close match among ``valid``, and every valid key.
+
+    ``owner`` names what the keys belong to (``"SFTConfig"``, ``"verifier 'fuzzy'"``), ``where`` the
+    origin (``FILE:LINE``), ``shown`` the key as written (a dotted path; default ``key``).
+    """
+    names = sorted(valid)
+    close = difflib.get_close_matches(key, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    shown = key if shown is None else shown
+    under = f" under {shown.rpartition('.')[0]}" if "." in shown else ""
+    message = (f"{where + ': ' if where else ''}unknown key {shown!r}{hint}{' for ' + owner if owner else ''}; "
+               f"valid keys{under}: {', '.join(names)}")
+    return ConfigError(message, key=key)
 
 
 @dataclass
@@ -67,6 +100,32 @@ class ConfigSource:
             probe = probe.rpartition(".")[0]
         return str(self.path) if self.path else "config"
 
+    def locate(self, error: ConfigError) -> str:
+        """``FILE:LINE`` of the key an error is about (matched by its ``key`` and/or ``value``); the file when
+        no single place matches."""
+        missing = object()
+        found = []
+        for dotted in self.origins:
+            node: Any = self.data
+            for part in dotted.split("."):
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                else:
+                    node = missing
+                    break
+            if node is missing or (error.key is None and error.value is None):
+                continue
+            if error.key is not None and dotted.rpartition(".")[2] != error.key:
+                continue
+            if error.value is not None and node != error.value:
+                continue
+            found.append(dotted)
+        if len(found) == 1:
+            return self.origins[found[0]]
+        return str(self.path) if self.path else "config"
+
 
 # --------------------------------------------------------------------------- reading
 
@@ -76,13 +135,16 @@ def read_config_file(path: str | Path) -> ConfigSource:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: no such config file")
-    text = path.read_text(encoding="utf-8")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder; give the config file inside it (.yaml, .toml or .json)")
     suffix = path.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".toml", ".json"):
+        raise ConfigError(f"{path}: unknown config format {suffix or '(no suffix)'!r}; use .yaml, .yml, .toml or .json")
+    text = _read_text(path)
     if suffix in (".yaml", ".yml"):
         data, lines = _read_yaml(text, path)
     elif suffix == ".toml":
-        import tomllib
-
+        tomllib = _tomllib(path)
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -94,14 +156,38 @@ def read_config_file(path: str | Path) -> ConfigSource:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
         lines = {}
-    else:
-        raise ConfigError(f"{path}: unknown config format {suffix or '(no suffix)'!r}; use .yaml, .yml, .toml or .json")
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config file is a mapping of keys to values, got a {type(data).__name__}")
     origins = {key: f"{path}:{line}" for key, line in lines.items()}
     return ConfigSource(data=data, path=path, origins=origins)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text; a non-UTF-8 file or an unreadable one is a :class:`ConfigError` naming it."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the file as UTF-8") from None
+
+
+def _tomllib(path: Path) -> Any:
+    """``tomllib`` (Python 3.11+) or its backport ``tomli`` (Python 3.10)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            raise ConfigError(f"{path}: reading TOML on Python 3.10 needs tomli (pip install tomli), "
+                              "or write the config as YAML or JSON") from None
+    return tomllib
 
 
 def _read_yaml(text: str, path: Path) -> tuple[Any, dict[str, int]]:
@@ -122,6 +208,10 @@ def _read_yaml(text: str, path: Path) -> tuple[Any, dict[str, int]]:
                 key = f"{prefix}{key_node.value}"
                 lines[key] = key_node.start_mark.line + 1
                 walk(value_node, key + ".")
+        elif isinstance(n, yaml.SequenceNode):  # items of lists as KEY.0, KEY.1 (e.g. nested verifier configs)
+            for i, item in enumerate(n.value):
+                lines.setdefault(f"{prefix}{i}", item.start_mark.line + 1)
+                walk(item, f"{prefix}{i}.")
 
     walk(node, "")
     return data, lines
@@ -149,20 +239,18 @@ def _toml_lines(text: str) -> dict[str, int]:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``"a.b=VALUE"`` -> ``("a.b", value)``, the value parsed as a YAML scalar or flow collection."""
-    import yaml
+    """``"a.b=VALUE"`` -> ``("a.b", value)``, the value parsed as a YAML scalar or flow collection.
 
+    This is the only way ``--set`` values are read, for every trainer: ``[1, 2]`` is a list,
+    ``1e-3`` a number (after coercion), ``null`` is ``None``; text that is not valid YAML (``[1, 2``) stays text.
+    """
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ConfigError(f"--set {text!r}: expected KEY=VALUE (e.g. --set lr=1e-3 or --set model.name=out/base)")
     if any(not part for part in key.split(".")):
         raise ConfigError(f"--set {text!r}: the key {key!r} has an empty part between dots")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw  # e.g. "a: b" or unbalanced brackets: keep the text
-    return key, value
+    return key, (_from_text(raw) if raw.strip() else "")
 
 
 def apply_overrides(source: ConfigSource, overrides: Iterable[str]) -> ConfigSource:
@@ -207,24 +295,57 @@ def config_keys(cls: type) -> list[str]:
 def build_config(cls: type, source: ConfigSource | Mapping[str, Any], *, ignore: Sequence[str] = ()) -> Any:
     """Validate ``source`` against the dataclass ``cls``, coerce the values, and build it.
 
-    Top-level keys in ``ignore`` (e.g. ``algorithm``) are skipped. ``cls.from_dict`` is used
-    when the class has one (with nested sections as dicts), else the constructor. Errors
-    from the class's own checks (``__post_init__``) are re-raised as :class:`ConfigError`
-    naming the source.
+    Top-level keys in ``ignore`` (e.g. ``algorithm``) are skipped. Nested sections build
+    nested dataclass fields. Errors from the class's own checks (``__post_init__``) are
+    re-raised as :class:`ConfigError` naming where the offending key was set.
     """
     if not isinstance(source, ConfigSource):
+        if not isinstance(source, Mapping):
+            raise ConfigError(f"config: a {cls.__name__} config is a mapping of keys to values, "
+                              f"got a {type(source).__name__}")
         source = ConfigSource(data=dict(source))
     data = {k: v for k, v in source.data.items() if k not in ignore}
     values = _coerce_mapping(cls, data, "", source)
-    where = str(source.path) if source.path else "config"
     try:
-        if hasattr(cls, "from_dict"):
-            return cls.from_dict(values)
         return _construct(cls, values)
-    except ConfigError:
-        raise
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: invalid {cls.__name__}: {exc}") from None
+        text = str(exc)
+        if cls.__name__ not in text:
+            text = f"invalid {cls.__name__}: {text}"
+        named = re.search(rf"\b{cls.__name__}\.(\w+)", text)
+        key = named.group(1) if named else ""
+        if key in source.origins or source.path is not None:
+            text = f"{source.origin(key)}: {text}"
+        raise ConfigError(text) from None
+
+
+def config_from_dict(cls: type, data: Mapping[str, Any], *, source: str | Path | None = None,
+                     ignore: Sequence[str] = ()) -> Any:
+    """Build the config dataclass ``cls`` from a dict (strings coerced); ``source`` (a file name) is named in errors."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source or 'config'}: a {cls.__name__} config is a mapping of keys to values, "
+                          f"got a {type(data).__name__}")
+    return build_config(cls, ConfigSource(data=dict(data), path=Path(source) if source else None), ignore=ignore)
+
+
+def config_from_file(cls: type, path: str | Path, overrides: Iterable[str] = (), *, ignore: Sequence[str] = ()) -> Any:
+    """Read a YAML/TOML/JSON file, apply ``KEY=VALUE`` overrides (values read as YAML), build ``cls``."""
+    return build_config(cls, apply_overrides(read_config_file(path), overrides), ignore=ignore)
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """A JSON-ready dict of a config dataclass (tuples -> lists, paths -> strings) that builds it back."""
+    return _plain(dataclasses.asdict(config))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
 
 
 def _construct(cls: type, values: dict[str, Any]) -> Any:
@@ -260,7 +381,7 @@ def _coerce_mapping(cls: type, data: Mapping[str, Any], prefix: str, source: Con
     for key, value in expanded.items():
         full = prefix + key
         if key not in fields:
-            raise ConfigError(_unknown_key_message(cls, full, key, fields, source))
+            raise unknown_key_error(key, fields, owner=cls.__name__, where=source.origin(full), shown=full)
         hint = fields[key]
         nested = _dataclass_arm(hint)
         if nested is not None and isinstance(value, dict):
@@ -268,14 +389,6 @@ def _coerce_mapping(cls: type, data: Mapping[str, Any], prefix: str, source: Con
         else:
             out[key] = coerce_value(value, hint, full, source.origin(full))
     return out
-
-
-def _unknown_key_message(cls: type, full: str, key: str, fields: Mapping[str, Any], source: ConfigSource) -> str:
-    valid = sorted(fields)
-    close = difflib.get_close_matches(key, valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return (f"{source.origin(full)}: unknown key {full!r}{hint} for {cls.__name__}; "
-            f"valid keys{' under ' + full.rpartition('.')[0] if '.' in full else ''}: {', '.join(valid)}")
 
 
 def _fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
@@ -335,6 +448,8 @@ def _coerce(value: Any, hint: Any) -> Any:
     origin = typing.get_origin(hint)
     if _is_union(hint):
         arms = typing.get_args(hint)
+        if isinstance(value, str) and not any(_is_instance(value, a) for a in arms if a is not type(None)):
+            value = _from_text(value)  # "null" -> None, "[1, 2]" -> [1, 2], as --set reads it
         if value is None:
             if type(None) in arms:
                 return None
@@ -406,6 +521,8 @@ def _coerce(value: Any, hint: Any) -> Any:
             return Path(value)
         raise _Mismatch("")
     if origin in (list, tuple, collections.abc.Sequence) or hint in (list, tuple):
+        if isinstance(value, str) and isinstance(_from_text(value), list):
+            value = _from_text(value)
         if not isinstance(value, (list, tuple)):
             raise _Mismatch("give a list, e.g. [a, b]")
         args = typing.get_args(hint)
@@ -417,6 +534,8 @@ def _coerce(value: Any, hint: Any) -> Any:
         items = [_coerce(v, item) for v in value]
         return tuple(items) if (origin is tuple or hint is tuple) else items
     if origin in (dict, collections.abc.Mapping) or hint is dict:
+        if isinstance(value, str) and isinstance(_from_text(value), dict):
+            value = _from_text(value)
         if not isinstance(value, dict):
             raise _Mismatch("give a mapping, e.g. {a: 1}")
         args = typing.get_args(hint)
@@ -432,6 +551,16 @@ def _coerce(value: Any, hint: Any) -> Any:
             return value
         raise _Mismatch("")
     return value
+
+
+def _from_text(text: str) -> Any:
+    """A string read as a YAML value, as ``--set`` reads it (the text itself when it is not valid YAML)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError:
+        return text
 
 
 _BOOLS = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False, "1": True, "0": False}

@@ -207,7 +207,7 @@ def test_sft_config_errors_name_the_field(tmp_path):
         SFTConfig(lr_schedule="linear")
     with pytest.raises(ValueError, match=r"grad_accum_steps = 4 is invalid"):
         SFTConfig(batch_size=2, grad_accum_steps=4)
-    with pytest.raises(ValueError, match=r"unknown SFTConfig key 'learning_rate'; valid keys: model, output_dir"):
+    with pytest.raises(ValueError, match=r"unknown key 'learning_rate' for SFTConfig; valid keys: adam_eps, batch_size"):
         SFTConfig.from_dict({"learning_rate": 1})
     with pytest.raises(FileNotFoundError, match="no complete checkpoint-NNNNNN"):
         train_sft(SFTConfig(model="x", output_dir=str(tmp_path), resume_from="latest"))

@@ -178,6 +178,94 @@ def test_a_config_without_algorithm_is_an_error(tmp_path):
         resolve_train_config(tmp_path / "c.yaml", [])
 
 
+# --------------------------------------------------------------------------- one config system for both trainers
+
+
+def _trainer_configs():
+    pytest.importorskip("torch")
+    from pivot_envs.trainers.config import PivotRLConfig
+    from pivot_envs.trainers.sft import SFTConfig
+
+    return PivotRLConfig, SFTConfig
+
+
+def test_one_config_error_class_for_every_trainer():
+    from pivot_envs.trainers import config as trainer_config
+
+    assert trainer_config.ConfigError is ConfigError and issubclass(ConfigError, ValueError)
+
+
+def test_set_values_mean_the_same_for_both_trainers():
+    from pivot_envs.cli.train_cmd import resolve_train_config
+
+    PivotRLConfig, SFTConfig = _trainer_configs()
+    assert parse_override("a=[1, 2]") == ("a", [1, 2])
+    overrides = ["betas=[0.5, 0.6]", "lr=1e-3", "max_prompt_tokens=null", "save_total_limit=3", "seed=7"]
+    built = [
+        PivotRLConfig.from_file(EXAMPLES / "train_pivotrl_tiny.yaml", overrides),
+        SFTConfig.from_file(EXAMPLES / "train_sft_tiny.yaml", overrides),
+        resolve_train_config(EXAMPLES / "train_pivotrl_tiny.yaml", overrides)[1],
+        resolve_train_config(EXAMPLES / "train_sft_tiny.yaml", overrides)[1],
+        PivotRLConfig.from_dict(dict(parse_override(o) for o in overrides)),
+        SFTConfig.from_dict(dict(parse_override(o) for o in overrides)),
+    ]
+    for cfg in built:
+        assert (cfg.betas, cfg.lr, cfg.max_prompt_tokens, cfg.save_total_limit, cfg.seed) == ((0.5, 0.6), 1e-3, None, 3, 7)
+        assert type(cfg).from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    # a list where PivotRL takes a list or a name: YAML flow lists, not JSON (`[q_proj, v_proj]` is not JSON)
+    rl = PivotRLConfig.from_file(EXAMPLES / "train_pivotrl_tiny.yaml", ["lora_target_modules=[q_proj, v_proj]"])
+    assert rl.lora_target_modules == ["q_proj", "v_proj"]
+    # the same out-of-range list is rejected by both, naming the --set it came from
+    for cls, example in ((PivotRLConfig, "train_pivotrl_tiny.yaml"), (SFTConfig, "train_sft_tiny.yaml")):
+        with pytest.raises(ConfigError, match=rf"--set betas=\[1, 2\]: {cls.__name__}\.betas = \(1\.0, 2\.0\) is invalid"):
+            cls.from_file(EXAMPLES / example, ["betas=[1, 2]"])
+        with pytest.raises(ConfigError, match=r"--set betas=\[a, b\]: betas: expected tuple\[float, float\]"):
+            cls.from_file(EXAMPLES / example, ["betas=[a, b]"])
+
+
+def test_a_misspelt_key_names_the_file_line_and_the_close_match(tmp_path, cli):
+    from pivot_envs.cli.train_cmd import resolve_train_config
+
+    PivotRLConfig, SFTConfig = _trainer_configs()
+    for cls, algorithm in ((PivotRLConfig, "pivotrl"), (SFTConfig, "sft")):
+        path = tmp_path / f"{algorithm}.yaml"
+        path.write_text(f"algorithm: {algorithm}\nsteps: 3\nlrr: 1e-3\n")
+        expected = f"{path}:3: unknown key 'lrr' (did you mean 'lr'?) for {cls.__name__}"
+        for build in (lambda: cls.from_file(path), lambda: resolve_train_config(path, [])):
+            with pytest.raises(ConfigError) as err:
+                build()
+            assert str(err.value).startswith(expected)
+        with pytest.raises(ConfigError, match=r"^run\.json: unknown key 'lrr' \(did you mean 'lr'\?\)"):
+            cls.from_dict({"lrr": 1}, source="run.json")
+        result = cli("train", "--config", path)
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert "unknown key 'lrr' (did you mean 'lr'?)" in " ".join(result.output.split())
+
+
+def test_toml_falls_back_to_tomli_on_python_310(tmp_path, monkeypatch):
+    import sys
+    import tomllib
+
+    (tmp_path / "c.toml").write_text('name = "t"\n[optim]\nlr = 0.5\n')
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # as on Python 3.10: no tomllib
+    monkeypatch.setitem(sys.modules, "tomli", tomllib)  # the backport has the same API
+    assert build_config(Demo, read_config_file(tmp_path / "c.toml")) == Demo(name="t", optim=Optim(lr=0.5))
+    monkeypatch.setitem(sys.modules, "tomli", None)
+    with pytest.raises(ConfigError, match=r"c\.toml: reading TOML on Python 3\.10 needs tomli \(pip install tomli\)"):
+        read_config_file(tmp_path / "c.toml")
+
+
+def test_unreadable_config_files_are_one_line_errors(tmp_path):
+    (tmp_path / "dir.yaml").mkdir()
+    with pytest.raises(ConfigError, match=r"dir\.yaml: is a folder"):
+        read_config_file(tmp_path / "dir.yaml")
+    (tmp_path / "latin1.yaml").write_bytes("steps: 3\nname: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1\.yaml:2: not UTF-8 text \(byte 0xe9\); save the file as UTF-8"):
+        read_config_file(tmp_path / "latin1.yaml")
+    assert build_config(Demo, {"limit": "null", "tags": "[a, b]", "extra": "{a: 1}"}) == Demo(tags=["a", "b"],
+                                                                                            extra={"a": 1})
+
+
 # --------------------------------------------------------------------------- the commands
 
 

@@ -1,7 +1,8 @@
 """``PivotRLConfig``: every knob of the PivotRL GRPO trainer, documented where it is declared.
 
-Build one in Python, from a dict (a JSON/TOML/YAML file) or from ``key=value``
-overrides (the CLI's ``--set``)::
+Build one in Python, from a dict, or from a JSON/TOML/YAML file and ``key=value``
+overrides (the CLI's ``--set``); reading, overrides and coercion are :mod:`pivot_envs.config`'s,
+shared with every other config of the package::
 
     from pivot_envs.trainers.pivotrl import PivotRLConfig
 
@@ -10,8 +11,8 @@ overrides (the CLI's ``--set``)::
     cfg = PivotRLConfig.from_file("rl.json", overrides=["steps=50", "lora_r=16"])
     cfg.to_dict()                                                          # JSON-ready, round-trips
 
-Unknown keys fail with the key's name and the list of valid ones; bad values
-fail with the field, the value and the accepted range.
+Unknown keys fail with the key's name, where it was set, a close match and the valid
+keys; bad values fail with the field, the value and the accepted range.
 
 Batch arithmetic (per optimiser update, on each of ``W`` processes)::
 
@@ -22,13 +23,12 @@ Batch arithmetic (per optimiser update, on each of ``W`` processes)::
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import json
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+
+from pivot_envs.config import ConfigError, config_from_dict, config_from_file, config_to_dict
 
 ADVANTAGE_MODES = ("grpo", "dr_grpo", "pvpo")
 LOSS_AGGS = ("sample", "token")
@@ -39,9 +39,7 @@ SCHEDULES = ("cosine", "constant")
 REPORTERS = ("tensorboard", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
 
-
-class ConfigError(ValueError):
-    """A bad PivotRL config: the message names the key (and the file, when there is one) and the fix."""
+__all__ = ["ConfigError", "PivotRLConfig"]
 
 
 @dataclass
@@ -128,7 +126,8 @@ class PivotRLConfig:
     """``cosine``: linear warm-up then cosine decay to ``min_lr_ratio * lr``; ``constant``: warm-up then flat."""
 
     warmup_steps: int = 0
-    """Optimiser updates of linear warm-up (update ``i`` uses ``lr * (i + 1) / warmup_steps``)."""
+    """Optimiser updates of linear warm-up (update ``i`` uses ``lr * i / warmup_steps``, so the first runs at 0:
+    transformers' schedules; update ``warmup_steps`` runs at ``lr``)."""
 
     min_lr_ratio: float = 0.0
     """Floor of the cosine decay as a fraction of ``lr``."""
@@ -217,8 +216,9 @@ class PivotRLConfig:
     log_samples: bool = False
     """Also write every sampled action (text, reward, error, advantage) to ``samples.jsonl``."""
 
-    report_to: list[str] = field(default_factory=list)
-    """Extra metric sinks: ``tensorboard`` (needs the ``tensorboard`` package) and/or ``wandb``."""
+    report_to: list[str] | str = field(default_factory=list)
+    """Extra metric sinks: ``tensorboard`` (needs the ``tensorboard`` package) and/or ``wandb``; one name or a
+    list (always a list after construction)."""
 
     wandb_project: str = "pivot-envs"
     """W&B project name when ``report_to`` has ``wandb``."""
@@ -265,7 +265,10 @@ class PivotRLConfig:
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to] if self.report_to else []
         if isinstance(self.verifier, str) and self.verifier.strip().startswith("{"):
-            self.verifier = _json_value("verifier", self.verifier)
+            try:
+                self.verifier = json.loads(self.verifier)
+            except json.JSONDecodeError as exc:
+                _fail("verifier", self.verifier, f"a verifier name or a JSON object ({exc})")
         self.validate()
 
     def validate(self) -> None:
@@ -308,156 +311,23 @@ class PivotRLConfig:
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
-    @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> "PivotRLConfig":
         """Build from a dict; string values are coerced to the field's type (``"1e-3"`` -> ``0.001``).
 
         Raises :class:`ConfigError` on an unknown key (naming it, a close match and every valid key) or a
         value of the wrong type. ``source`` (a file name) is quoted in errors.
         """
-        if not isinstance(data, dict):
-            raise ConfigError(f"{source or 'PivotRL config'}: expected a mapping of settings, got {type(data).__name__}")
-        names = cls.field_names()
-        where = f"{source}: " if source else ""
-        for key in data:
-            if key not in names:
-                close = difflib.get_close_matches(str(key), names, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ConfigError(f"{where}unknown PivotRL config key {key!r}{hint}; valid keys: {', '.join(names)}")
-        hints = typing.get_type_hints(cls)
-        values = {k: coerce_value(k, hints[k], v, where=where) for k, v in data.items()}
-        try:
-            return cls(**values)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}{exc}") from None
+        return config_from_dict(cls, data, source=source)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples become lists) that :meth:`from_dict` turns back into an equal config."""
-        out = dataclasses.asdict(self)
-        out["betas"] = list(self.betas)
-        out["report_to"] = list(self.report_to)
-        return out
+        return config_to_dict(self)
 
     @classmethod
     def from_file(cls, path: str | Path, overrides: Sequence[str] = ()) -> "PivotRLConfig":
-        """Read a JSON, TOML or YAML config file, then apply ``key=value`` overrides (values parsed as JSON
-        when they parse, else taken as text)."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from None
-        data = _parse_config_text(path, text)
-        data.update(parse_overrides(overrides))
-        return cls.from_dict(data, source=str(path))
-
-
-def parse_overrides(overrides: Sequence[str]) -> dict[str, Any]:
-    """``["lr=1e-4", "report_to=[\\"tensorboard\\"]"]`` -> ``{"lr": 0.0001, "report_to": ["tensorboard"]}``."""
-    out: dict[str, Any] = {}
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"override {item!r} is not KEY=VALUE (e.g. --set lr=1e-4)")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
-
-
-def coerce_value(name: str, annotation: Any, value: Any, *, where: str = "") -> Any:
-    """Coerce ``value`` (often a string from the command line) to the type of field ``name``."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if annotation is Any:
-        return value
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        if isinstance(value, str) and str in args and not value.strip().startswith("["):
-            return value
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return coerce_value(name, arg, value, where=where)
-            except ConfigError as exc:
-                errors.append(str(exc))
-        raise ConfigError(errors[0] if errors else f"{where}{name}: bad value {value!r}")
-    if origin in (list, tuple):
-        if isinstance(value, str):
-            value = _json_value(name, value, where) if value.strip().startswith("[") else [v for v in value.split(",") if v]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}{name} must be a list, got {value!r}")
-        inner = args[0] if args else Any
-        items = [coerce_value(name, inner, v, where=where) for v in value]
-        return tuple(items) if origin is tuple else items
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-            return value.strip().lower() in ("true", "1", "yes", "on")
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        raise ConfigError(f"{where}{name} must be true or false, got {value!r}")
-    if annotation in (int, float):
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}{name} must be a number, got {value!r}")
-        try:
-            number = float(value) if annotation is float else _int(value)
-        except (TypeError, ValueError):
-            kind = "an integer" if annotation is int else "a number"
-            raise ConfigError(f"{where}{name} must be {kind}, got {value!r}") from None
-        return number
-    if annotation is str:
-        if isinstance(value, (dict, list)):
-            raise ConfigError(f"{where}{name} must be a string, got {value!r}")
-        return str(value)
-    return value
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError(value)
-    if isinstance(value, str):
-        number = float(value)
-        if not number.is_integer():
-            raise ValueError(value)
-        return int(number)
-    return int(value)
-
-
-def _json_value(name: str, text: str, where: str = "") -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where}{name}: {text!r} is not valid JSON ({exc})") from None
-
-
-def _parse_config_text(path: Path, text: str) -> dict[str, Any]:
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            try:
-                import tomllib
-            except ImportError:  # Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef]
-
-            return tomllib.loads(text)
-        if suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-            return data or {}
-        return json.loads(text)
-    except ImportError as exc:
-        raise ConfigError(f"{path}: reading {suffix} files needs {exc.name} (pip install {exc.name}) or use JSON") from None
-    except Exception as exc:  # noqa: BLE001 - every parser error names the file (line/column are in its message)
-        raise ConfigError(f"{path}: not valid {suffix.lstrip('.') or 'JSON'}: {exc}") from None
+        """Read a YAML, TOML or JSON config file, then apply ``key=value`` overrides (values read as YAML,
+        as ``pivot-envs train --set`` reads them). An ``algorithm`` key (``pivot-envs train`` files) is skipped."""
+        return config_from_file(cls, path, overrides, ignore=("algorithm",))
 
 
 def _fail(name: str, value: Any, accepted: str) -> None:

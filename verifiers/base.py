@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import difflib
+import inspect
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 from pivot_envs.actions import parse_action
+from pivot_envs.config import ConfigError, unknown_key_error
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
 
 VerifierSpec = Any
@@ -118,25 +121,67 @@ def verifier_names() -> list[str]:
 
 
 def verifier_class(name: str) -> type[Verifier]:
+    """The registered class of ``name``; :class:`~pivot_envs.config.ConfigError` (a ``ValueError``) naming
+    close names and the catalog when there is none."""
+    if not isinstance(name, str):
+        raise ConfigError(f"a verifier name is a string, got {name!r}; known: {', '.join(verifier_names())}",
+                          value=name)
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown verifier {name!r}; known: {', '.join(verifier_names())}") from None
+        close = difflib.get_close_matches(name, verifier_names(), n=3, cutoff=0.5)
+        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+        raise ConfigError(f"unknown verifier {name!r}{hint}; known: {', '.join(verifier_names())} "
+                          "(see `pivot-envs list`)", value=name) from None
+
+
+def verifier_parameters(cls: type[Verifier]) -> list[str] | None:
+    """The config keys (besides ``name``) a verifier class takes; ``None`` when it takes any (``**kwargs``)."""
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
+    params = inspect.signature(cls).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def build_verifier(spec: VerifierSpec) -> Verifier:
-    """Build a verifier from a name, a config dict or an existing Verifier."""
+    """Build a verifier from a name, a config dict or an existing Verifier.
+
+    A bad config raises :class:`~pivot_envs.config.ConfigError` (a ``ValueError``) before anything is
+    verified: an unknown verifier name (with close names and the catalog), an unknown parameter (with a
+    close match and the valid ones: ``unknown key 'normalisers' (did you mean 'normalizers'?)``) or a bad
+    value, nested configs (``cascade`` stages, ``all``/``any`` children, ``by_tool`` routes) included.
+    """
     if isinstance(spec, Verifier):
         return spec
     if isinstance(spec, str):
-        return verifier_class(spec)()
+        return _construct(verifier_class(spec), spec, {})
     if isinstance(spec, dict):
         if "name" not in spec:
-            raise ValueError(f"verifier config needs a 'name' field, got keys {sorted(spec)}")
-        params = {k: v for k, v in spec.items() if k != "name"}
-        cls = verifier_class(spec["name"])
+            raise ConfigError(f"a verifier config needs a 'name' field (one of {', '.join(verifier_names())}), "
+                              f"got keys {sorted(spec)}", key="name")
+        name = spec["name"]
         try:
-            return cls(**params)
-        except TypeError as exc:
-            raise ValueError(f"bad parameters for verifier {spec['name']!r}: {exc}") from None
+            cls = verifier_class(name)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), key="name", value=name) from None
+        params = {k: v for k, v in spec.items() if k != "name"}
+        valid = verifier_parameters(cls)
+        if valid is not None:
+            for key in params:
+                if key not in valid:
+                    raise unknown_key_error(str(key), valid, owner=f"verifier {name!r}")
+        return _construct(cls, name, params)
     raise TypeError(f"cannot build a verifier from {type(spec).__name__}")
+
+
+def _construct(cls: type[Verifier], name: str, params: dict[str, Any]) -> Verifier:
+    try:
+        return cls(**params)
+    except ConfigError:
+        raise  # a nested verifier's error, already naming it
+    except TypeError as exc:
+        raise ConfigError(f"bad parameters for verifier {name!r}: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"verifier {name!r}: {exc}") from None

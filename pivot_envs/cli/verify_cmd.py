@@ -1,13 +1,22 @@
-"""``pivot-envs verify``: run verifiers standalone, in batch or one-off, and the miss-rate report."""
+"""``pivot-envs verify``: run verifiers standalone, in batch or one-off, and the miss-rate report.
+
+A user's mistake is one line naming the file (and line, flag or key), what is wrong and the fix, and a
+non-zero exit; it is caught before any row is verified where it can be (the verifier name and config,
+the input and output paths). A bad input row (invalid JSON or UTF-8, a missing field) is an error row
+naming ``FILE:LINE``; the other rows are verified.
+"""
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
+import zlib
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from pivot_envs.cli.common import console, fail, progress, user_errors
@@ -17,7 +26,7 @@ def verify_command(
     input: Optional[Path] = typer.Option(None, "--input", "-i", help="JSONL of {id, expected, action, tools?, context?, fixture?, verifier?}."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSONL of {id, reward, passed, verifier, reason, error}, in input order."),
     verifier: Optional[str] = typer.Option(None, "--verifier", "-v", help="Verifier name (see `pivot-envs list`)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Verifier config file (JSON or YAML: {name: ..., params...})."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Verifier config file (YAML, TOML or JSON: {name: ..., params...}); checked before any row is read."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="Processes verifying chunks of rows in parallel."),
     expected: Optional[str] = typer.Option(None, "--expected", help="One-off: the expert action (text or assistant-message JSON)."),
     action: Optional[str] = typer.Option(None, "--action", help="One-off: the candidate action (text or assistant-message JSON)."),
@@ -33,11 +42,12 @@ def verify_command(
         return
     if input is None:
         fail("give --input FILE (batch) or --expected and --action (one-off)")
-    if not input.exists():
-        fail(f"{input}: no such file")
+    _check_input(input)
     if output is None and not report:
         fail("give --output FILE for the results (or --report for the miss-rate summary)")
-    n_rows = sum(1 for line in input.open(encoding="utf-8") if line.strip())
+    if output is not None:
+        _check_output(output)
+    n_rows = _count_rows(input)
     functional = _run(input, spec, workers, n_rows, output, "verifying")
     if output is not None:
         console.print(f"wrote {len(functional)} results to {output}")
@@ -46,27 +56,64 @@ def verify_command(
         _print_report(miss_rate_report(functional, strict), functional)
 
 
-def _spec(verifier: Optional[str], config: Optional[Path]):
+def _spec(verifier: Optional[str], config: Optional[Path]) -> Any:
+    """The verifier spec of ``--verifier`` or ``--config``, checked by building it (before any row is read)."""
+    from pivot_envs.config import ConfigError, read_config_file
+    from pivot_envs.verifiers import build_verifier, verifier_names
+
     if verifier and config:
         fail("give either --verifier or --config, not both")
     if config is None:
+        if verifier is not None:
+            try:
+                build_verifier(verifier)
+            except ValueError as exc:
+                fail(f"--verifier {verifier}: {exc}")
         return verifier
-    if not config.exists():
-        fail(f"{config}: no such file")
-    text = config.read_text(encoding="utf-8")
-    with user_errors():
-        if config.suffix in (".yaml", ".yml"):
-            import yaml
+    try:
+        source = read_config_file(config)
+    except ConfigError as exc:
+        fail(f"--config {exc}" if str(exc).startswith(str(config)) else f"--config {config}: {exc}")
+    if "name" not in source.data:
+        fail(f"--config {config}: a verifier config is a mapping with a 'name' field (one of "
+             f"{', '.join(verifier_names())}) and the verifier's parameters, e.g. name: fuzzy")
+    try:
+        build_verifier(source.data)
+    except ValueError as exc:
+        where = source.locate(exc) if isinstance(exc, ConfigError) else str(config)
+        fail(f"--config {where}: {exc}")
+    return source.data
 
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    if not isinstance(data, dict) or "name" not in data:
-        fail(f"{config}: a verifier config is an object with a 'name' field and the verifier's parameters")
-    return data
+
+def _check_input(input: Path) -> None:
+    if not input.exists():
+        fail(f"-i {input}: no such file")
+    if input.is_dir():
+        fail(f"-i {input}: is a folder; give the JSONL file of rows inside it")
 
 
-def _run(input: Path, spec, workers: int, n_rows: int, output: Optional[Path], label: str, show_bad: bool = True) -> list[dict]:
+def _check_output(output: Path) -> None:
+    if output.is_dir():
+        fail(f"-o {output}: is a folder; give a file path for the results, e.g. {output / 'results.jsonl'}")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"-o {output}: cannot create its folder {output.parent} ({exc.strerror or exc})")
+
+
+def _count_rows(input: Path) -> int | None:
+    """Non-blank lines of the input (the progress bar's total), counted as bytes: no decoding errors here."""
+    try:
+        with (gzip.open(input, "rb") if input.suffix == ".gz" else input.open("rb")) as fh:
+            return sum(1 for line in fh if line.strip())
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        return None  # reading reports a damaged .gz, naming the line where the damage starts
+    except OSError as exc:
+        fail(f"-i {input}: cannot read it ({exc.strerror or exc})")
+
+
+def _run(input: Path, spec, workers: int, n_rows: int | None, output: Optional[Path], label: str,
+         show_bad: bool = True) -> list[dict]:
     from pivot_envs.jsonl import write_jsonl
     from pivot_envs.verifiers.rows import verify_file
 
@@ -77,10 +124,13 @@ def _run(input: Path, spec, workers: int, n_rows: int, output: Optional[Path], l
             for row in verify_file(input, spec, workers, on_done=lambda n: bar.advance(task, n)):
                 rows.append(row)
     if output is not None:
-        write_jsonl(output, rows)
+        try:
+            write_jsonl(output, rows)
+        except OSError as exc:
+            fail(f"-o {output}: cannot write the results ({exc.strerror or exc})")
     bad = [r for r in rows if r.get("reason") == "bad input row"] if show_bad else []
     for r in bad[:10]:
-        console.print(f"[yellow]bad row[/] {r['error']}", highlight=False)
+        console.print(f"[yellow]bad row[/] {escape(str(r['error']))}", highlight=False)
     if len(bad) > 10:
         console.print(f"[yellow]... and {len(bad) - 10} more bad rows[/]")
     return rows
@@ -93,7 +143,13 @@ def _one_off(spec, expected: Optional[str], action: Optional[str], tools: Option
         fail("the one-off form needs both --expected and --action")
     row = {"id": "cli", "expected": _maybe_json(expected), "action": _maybe_json(action)}
     if tools is not None:
-        row["tools"] = json.loads(tools.read_text(encoding="utf-8"))
+        try:
+            row["tools"] = json.loads(tools.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"--tools {tools}: cannot read it as UTF-8 text ({getattr(exc, 'strerror', None) or exc})")
+        except json.JSONDecodeError as exc:
+            fail(f"--tools {tools}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                 "give a JSON list of OpenAI tool specs")
     parsed = parse_row(row, 1, "<command line>")
     result = verify_rows([parsed], spec)[0]
     console.print_json(json.dumps(result))
