@@ -40,6 +40,17 @@ class ExtractOptions:
     max_turns_per_trajectory: int | None = None
     error_pattern: str = r"^\s*(error\b|exception\b|traceback \(most recent call last\))"
 
+    def __post_init__(self) -> None:
+        cap = self.max_turns_per_trajectory
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ValueError(f"max_turns_per_trajectory must be a whole number >= 1 or None (no cap): got {cap!r}")
+        if self.min_reward is not None and self.min_reward != self.min_reward:
+            raise ValueError("min_reward must be a number or None: got nan")
+        try:
+            re.compile(self.error_pattern)
+        except re.error as exc:
+            raise ValueError(f"error_pattern {self.error_pattern!r} is not a valid regex: {exc}") from None
+
 
 @dataclass
 class ExtractAudit:
@@ -173,7 +184,8 @@ def _make_pivot(traj: Trajectory, i: int, dom: Domain) -> Pivot:
             meta[key] = traj.meta[key]
     if traj.reward is not None:
         meta["trajectory_reward"] = traj.reward
-    alternatives = (traj.meta.get("alternatives") or {}).get(str(i))
+    recorded = traj.meta.get("alternatives")
+    alternatives = recorded.get(str(i)) if isinstance(recorded, dict) else None
     if alternatives:
         meta["alternatives"] = alternatives
     return Pivot(

@@ -17,9 +17,12 @@ A pivot source is one of::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pivot_envs.types import Pivot
+
+if TYPE_CHECKING:
+    from pivot_envs.jsonl import ReadReport
 
 PivotSource = str | Path | Sequence[Pivot | dict[str, Any]] | None
 """A pivot file, ``bundled:DOMAIN[:SPLIT]``, a list of pivots, or ``None`` (a domain's bundled split)."""
@@ -29,11 +32,12 @@ HINT = "give a pivot JSONL file or bundled:DOMAIN[:SPLIT]"
 
 
 def resolve_pivots(source: PivotSource, *, domain: str | None = None, split: str = "train",
-                   skip_bad: bool = False) -> list[Pivot]:
+                   skip_bad: bool = False, report: "ReadReport | None" = None) -> list[Pivot]:
     """The pivots of ``source`` (see the module docstring).
 
     Raises ``ValueError`` (or ``FileNotFoundError``) with a message that names the source and the fix.
-    ``skip_bad`` keeps reading a file past bad rows (they are counted by the reader, not returned).
+    ``skip_bad`` keeps reading a file past bad rows; they are counted in ``report`` (a
+    :class:`pivot_envs.jsonl.ReadReport`), not returned.
     """
     if source is None:
         if not domain:
@@ -54,7 +58,7 @@ def resolve_pivots(source: PivotSource, *, domain: str | None = None, split: str
         raise ValueError(f"{path}: is a folder, not a pivot file ({HINT})")
     from pivot_envs.formats import read_pivots
 
-    return read_pivots(path, skip_bad=skip_bad)
+    return read_pivots(path, skip_bad=skip_bad, report=report)
 
 
 def bundled_pivots(domain: str, split: str, *, label: str | None = None) -> list[Pivot]:

@@ -30,7 +30,8 @@ def generate_command(
     start = time.perf_counter()
     with err_console.status(f"generating {n} {domain} trajectories"):
         trajs = gen.generate(n, seed)
-    count = write_jsonl(output, (t.to_dict() for t in trajs))
+    with user_errors():
+        count = write_jsonl(output, (t.to_dict() for t in trajs))
     turns = sum(1 for t in trajs for m in t.messages if m.get("role") == "assistant")
     console.print(f"wrote {count} trajectories ({turns} assistant turns) to {output} in {time.perf_counter() - start:.1f}s")
 

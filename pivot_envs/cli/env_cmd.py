@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
-from pivot_envs.cli.common import console, fail, user_errors
+from pivot_envs.cli.common import console, err_console, fail, user_errors
 
 env_app = typer.Typer(help="Inspect pivot envs.", no_args_is_help=True)
 
@@ -22,22 +23,37 @@ def show_command(
     index: int = typer.Option(0, help="Show the pivot at this position (when --id is not given)."),
     last: Optional[int] = typer.Option(6, help="Show only the last N context messages (0 = all)."),
     as_json: bool = typer.Option(False, "--json", help="Print the pivot as JSON instead."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed rows of --pivots (counted) instead of stopping."),
 ) -> None:
     """Render one pivot: context, tools, fixture and the expert action."""
-    from pivot_envs.env import load_pivot_source
+    from pivot_envs.sources import resolve_pivots
+    from pivot_envs.jsonl import BadRowError, ReadReport
     from pivot_envs.render import render_pivot
 
+    if last is not None and last < 0:
+        fail(f"--last {last}: must be 0 (all context messages) or more")
+    report = ReadReport()
     with user_errors():
-        items = load_pivot_source(pivots, domain, split)
+        try:
+            items = resolve_pivots(pivots, domain=domain, split=split, skip_bad=skip_bad, report=report)
+        except BadRowError as exc:
+            hint = "" if "--skip-bad" in str(exc) else " (pass --skip-bad to skip malformed rows and keep the others)"
+            fail(f"{exc}{hint}")
+    if report.n_skipped:
+        example = next(iter(report.examples.values()))
+        err_console.print(f"[yellow]skipped {report.n_skipped} bad row(s)[/] of {escape(str(pivots))} (e.g. {escape(example)})",
+                          highlight=False, soft_wrap=True)
     if not items:
-        fail("no pivots to show")
+        fail(f"no pivots to show in {pivots}" if pivots is not None else "no pivots to show")
     if pivot_id is not None:
         found = [p for p in items if p.id == pivot_id]
         if not found:
             fail(f"no pivot with id {pivot_id!r} among {len(items)} pivots")
         pivot = found[0]
     else:
-        pivot = items[index % len(items)]
+        if not 0 <= index < len(items):
+            fail(f"--index {index}: out of range; this set has {len(items)} pivots, so give 0..{len(items) - 1}")
+        pivot = items[index]
     if as_json:
         console.print_json(json.dumps(pivot.to_dict(), ensure_ascii=False))
     else:

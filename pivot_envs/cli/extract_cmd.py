@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from pivot_envs.cli.common import console, fail, user_errors
+from pivot_envs.cli.common import console, err_console, fail, user_errors
 
 
 def extract_command(
@@ -32,13 +34,17 @@ def extract_command(
 
     if not input.exists():
         fail(f"{input}: no such file or folder")
+    check_options(output, max_turns, min_reward, agent_ref, output_format)
     report = ReadReport()
-    try:
-        trajs = read_trajectories(input, fmt, skip_bad=skip_bad, report=report)
-    except BadRowError as exc:
-        fail(f"{exc}\n(pass --skip-bad to skip malformed rows and keep the others)")
-    except (ValueError, FileNotFoundError) as exc:
-        fail(str(exc))
+    with user_errors():
+        try:
+            trajs = read_trajectories(input, fmt, skip_bad=skip_bad, report=report)
+        except BadRowError as exc:
+            hint = "" if "--skip-bad" in str(exc) else " (pass --skip-bad to skip malformed rows and keep the others)"
+            fail(f"{exc}{hint}")
+    if not report.read and report.n_skipped:
+        example = next(iter(report.examples.values()))
+        fail(f"{input}: no good rows: all {report.n_skipped} were skipped (e.g. {example}); {output} not written")
     opts = ExtractOptions(min_reward=min_reward, skip_tool_errors=skip_tool_errors, skip_chat_only=chat_only,
                           dedup=dedup, max_turns_per_trajectory=max_turns)
     with user_errors():
@@ -46,15 +52,35 @@ def extract_command(
         extra = {"agent_ref": agent_ref} if agent_ref and output_format == "nemo_gym" else {}
         write_pivots(pivots, output, fmt=output_format, **extra)
     print_audit(audit, report, output)
+    if not audit.candidates:
+        err_console.print(f"[yellow]warning:[/] no pivot candidates kept from {escape(str(input))}: every turn was skipped "
+                          "(see 'turns skipped' above); loosen the filters", highlight=False, soft_wrap=True)
+
+
+def check_options(output: Path, max_turns: Optional[int], min_reward: Optional[float], agent_ref: Optional[str],
+                  output_format: str) -> None:
+    """Reject flag values that can only be mistakes, before any work (one line naming the flag)."""
+    if output.is_dir():
+        fail(f"-o/--output {output}: is a folder; give the pivot file to write, e.g. {output / 'pivots.jsonl'}")
+    blocker = next((p for p in output.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        fail(f"-o/--output {output}: {blocker} is a file, not a folder; choose another output path")
+    if max_turns is not None and max_turns < 1:
+        fail(f"--max-turns {max_turns}: must be at least 1 (it keeps the first N turns of each trajectory); "
+             "leave it out to keep every turn")
+    if min_reward is not None and math.isnan(min_reward):
+        fail("--min-reward nan: give a number (trajectories with a lower reward are dropped)")
+    if agent_ref and output_format != "nemo_gym":
+        fail(f"--agent-ref applies to --output-format nemo_gym only (the output format is {output_format!r})")
 
 
 def print_audit(audit, report, output: Path) -> None:
-    table = Table(title=f"extract -> {output}")
+    table = Table(title=f"extract -> {escape(str(output))}")
     table.add_column("")
     table.add_column("count", justify="right")
     table.add_row("rows read", str(report.read))
     for reason, count in report.skipped.most_common():
-        table.add_row(f"rows skipped: {reason}", str(count))
+        table.add_row(f"rows skipped: {escape(reason)}", str(count))
     table.add_row("trajectories used", f"{audit.trajectories_used} of {audit.trajectories}")
     for kind, count in sorted(audit.kept.items()):
         table.add_row(f"candidates kept: {kind}", str(count))
@@ -63,7 +89,7 @@ def print_audit(audit, report, output: Path) -> None:
         table.add_row(f"turns skipped: {reason}", str(count))
     console.print(table)
     for reason, example in report.examples.items():
-        console.print(f"[yellow]skipped[/] {reason}: e.g. {example}", highlight=False)
+        console.print(f"[yellow]skipped[/] {escape(reason)}: e.g. {escape(example)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

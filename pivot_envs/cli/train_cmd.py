@@ -214,7 +214,7 @@ def eval_command(
     except ImportError as exc:
         fail(f"evaluation needs the train extra: pip install 'pivot-envs[train]' ({exc})")
     from pivot_envs.trainers.evaluate import evaluate
-    from pivot_envs.trainers.sft import resolve_pivots
+    from pivot_envs.sources import resolve_pivots
 
     with user_errors():
         pivot_list = resolve_pivots(pivots)

@@ -95,6 +95,8 @@ def read_pivots(path: str | Path, fmt: str = "auto", *, skip_bad: bool = False, 
 
     ``domain`` sets the domain of NeMo Gym rows that carry none (default ``tool_use``).
     """
+    if Path(path).is_dir():
+        raise ValueError(f"{path}: is a folder, not a pivot file: give a pivot JSONL file (ours or NeMo Gym rows)")
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt == "pivots":
         return read_pivot_jsonl(path, skip_bad=skip_bad, report=report)

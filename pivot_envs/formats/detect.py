@@ -13,11 +13,10 @@ format         recognised by
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterable
 
-from pivot_envs.jsonl import BadRowError, iter_json_lines, open_text
+from pivot_envs.jsonl import BadRowError, iter_json_lines, iter_text_lines, read_json_document
 
 TRAJECTORY_FORMATS = ("openai", "tau_bench", "swe_agent")
 PIVOT_FORMATS = ("pivots", "nemo_gym")
@@ -37,19 +36,14 @@ def detect_format(path: str | Path) -> str:
     if name.endswith((".traj", ".traj.gz")):
         return "swe_agent"
     if name.endswith((".json", ".json.gz")):
-        with open_text(path) as fh:
-            try:
-                data = json.load(fh)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        data = read_json_document(path)
         if isinstance(data, dict) and "history" in data:
             return "swe_agent"
+        hint = (f" (this one holds a list: convert it with  jq -c '.[]' {path} > rows.jsonl)"
+                if isinstance(data, list) else "")
         raise ValueError(f"{path}: a .json file is read only as one SWE-agent trajectory (an object with 'history'); "
-                         "write other data as JSON lines (.jsonl), one row per line")
+                         f"write other data as JSON lines (.jsonl), one row per line{hint}")
     keys = _first_row_keys(path)
-    if not keys:
-        raise ValueError(f"{path}: no JSON object among the first {_PEEK_LINES} lines; "
-                         "expected JSON lines, one object per line")
     fmt = classify_keys(keys)
     if fmt is None:
         raise ValueError(f"{path}: cannot tell the format from the keys of the first row {sorted(keys)}; "
@@ -74,12 +68,53 @@ def classify_keys(keys: Iterable[str]) -> str | None:
 
 
 def _first_row_keys(path: Path) -> set[str]:
-    """Keys of the first row that is a JSON object (looking at most at the first few lines)."""
-    for n, (_, obj) in enumerate(iter_json_lines(path)):
+    """Keys of the first row that is a JSON object (looking at most at the first few lines).
+
+    Raises ``ValueError`` naming the file when there is none: the file is
+    empty, holds one JSON array or pretty-printed document instead of JSON
+    lines, or its first lines are all bad (the first problem is quoted).
+    """
+    first_bad: BadRowError | None = None
+    first_value: tuple[int, object] | None = None
+    n = 0
+    for n, (number, obj) in enumerate(iter_json_lines(path), start=1):
         if isinstance(obj, dict):
             return set(obj)
-        if n + 1 >= _PEEK_LINES:
-            break
         if isinstance(obj, BadRowError):
-            continue
-    return set()
+            first_bad = first_bad or obj
+        elif first_value is None:
+            first_value = (number, obj)
+        if n >= _PEEK_LINES:
+            break
+    if n == 0:
+        raise ValueError(f"{path}: the file is empty (no rows); expected JSON lines, one object per line")
+    if first_value is not None and isinstance(first_value[1], list):
+        raise ValueError(f"{path}:{first_value[0]}: a JSON array, not JSON lines: write one object per line "
+                         f"(e.g.  jq -c '.[]' {path} > rows.jsonl)")
+    if first_bad is not None and first_value is None and _starts_document(path):
+        raise ValueError(f"{path}: looks like one pretty-printed JSON document, not JSON lines: write one object "
+                         f"per line (e.g.  jq -c '.[]' {path} > rows.jsonl  for an array)")
+    if first_bad is not None:
+        seen = f"first problem: {first_bad}"
+    else:
+        assert first_value is not None
+        seen = f"line {first_value[0]} holds {json_kind(first_value[1])}"
+    raise ValueError(f"{path}: no JSON object among the first {n} rows ({seen}); "
+                     "expected JSON lines, one object per line")
+
+
+def json_kind(value: object) -> str:
+    """``a list``, ``a string``, ``a number``... for messages about a JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {list: "a list", str: "a string", int: "a number", float: "a number"}.get(type(value), "an object")
+
+
+def _starts_document(path: Path) -> bool:
+    """Whether the first non-blank line is a lone ``{`` or ``[`` (a pretty-printed JSON document)."""
+    for _, line in iter_text_lines(path):
+        if isinstance(line, str) and line.strip():
+            return line.strip() in ("{", "[")
+    return False

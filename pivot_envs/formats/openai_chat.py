@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from pivot_envs.formats.validate import RowError, check_messages, check_reward, check_tools, require_dict
+from pivot_envs.formats.validate import RowError, check_alternatives, check_messages, check_reward, check_tools, require_dict
 from pivot_envs.jsonl import ReadReport, read_rows, write_jsonl
 from pivot_envs.types import Fixture, Trajectory
 
@@ -32,6 +32,8 @@ def trajectory_from_row(row: Any) -> Trajectory:
     for key, value in row.items():
         if key not in KNOWN_KEYS:
             meta.setdefault(key, value)
+    if meta.get("alternatives") is not None:
+        check_alternatives(meta["alternatives"], "meta.alternatives" if "alternatives" in (row.get("meta") or {}) else "alternatives")
     return Trajectory(messages=messages, tools=tools, reward=reward, meta=meta, fixture=fixture_from(row.get("fixture")))
 
 

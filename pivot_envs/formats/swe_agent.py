@@ -41,7 +41,7 @@ from typing import Any
 
 from pivot_envs.formats.infer_tools import infer_tools
 from pivot_envs.formats.validate import RowError, check_messages, require_dict, require_list
-from pivot_envs.jsonl import BadRowError, ReadReport, as_bad_row, open_text, read_rows
+from pivot_envs.jsonl import BadRowError, ReadReport, as_bad_row, read_json_document, read_rows
 from pivot_envs.types import Message, Tool, Trajectory
 
 SOURCE = "swe-agent"
@@ -188,7 +188,7 @@ def read_swe_agent(path: str | Path, *, skip_bad: bool = False, report: ReadRepo
     path = Path(path)
     report = report if report is not None else ReadReport()
     if path.is_dir():
-        files = sorted(path.rglob("*.traj"))
+        files = sorted(f for f in path.rglob("*.traj") if f.is_file())
         if not files:
             raise FileNotFoundError(f"{path}: no .traj files in this folder")
         trajectories = [t for f in files for t in _read_document(f, skip_bad, report)]
@@ -203,11 +203,9 @@ def read_swe_agent(path: str | Path, *, skip_bad: bool = False, report: ReadRepo
 def _read_document(path: Path, skip_bad: bool, report: ReadReport) -> list[Trajectory]:
     """One whole-file JSON trajectory; errors name the file, line 1 (or the JSON error's line) and the field."""
     try:
-        with open_text(path) as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        err = BadRowError(str(path), exc.lineno, "<file>", f"invalid JSON: {exc.msg} at column {exc.colno}",
-                          "a .traj file holds one JSON object")
+        data = read_json_document(path)
+    except BadRowError as exc:
+        err = exc
     else:
         try:
             traj = trajectory_from_swe(data, _stem(path))

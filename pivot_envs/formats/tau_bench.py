@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pivot_envs.formats.infer_tools import infer_tools
-from pivot_envs.formats.validate import RowError, check_messages, check_reward, check_tools, require_dict
+from pivot_envs.formats.validate import RowError, check_alternatives, check_messages, check_reward, check_tools, require_dict
 from pivot_envs.jsonl import ReadReport, read_rows
 from pivot_envs.types import Trajectory
 
@@ -49,6 +49,8 @@ def trajectory_from_tau_row(row: Any) -> Trajectory:
     for k, v in row.items():
         if k not in (key, "reward", "task_id", "trial", "tools"):
             meta.setdefault(k, v)
+    if meta.get("alternatives") is not None:
+        check_alternatives(meta["alternatives"], "alternatives")
     tools = check_tools(row.get("tools") or [])
     return Trajectory(messages=messages, tools=tools, reward=reward, meta=meta)
 

@@ -146,6 +146,8 @@ def check_tools(tools: Any, field_name: str = "tools") -> list[dict[str, Any]]:
     for i, tool in enumerate(tools):
         tool = require_dict(tool, f"{field_name}[{i}]", "a tool spec object")
         if tool.get("type", "function") != "function":
+            if "function" in tool:  # another tool type passes through, but a "function" entry must still be an object
+                require_dict(tool["function"], f"{field_name}[{i}].function", "an object (or absent for this tool type)")
             continue
         if "function" not in tool and "name" in tool:
             raise RowError(f"{field_name}[{i}].function", "missing: a flat (Responses-API) tool spec",
@@ -157,6 +159,17 @@ def check_tools(tools: Any, field_name: str = "tools") -> list[dict[str, Any]]:
         if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
             raise RowError(f"{field_name}[{i}].function.parameters", f"must be a JSON schema object: got {_kind(fn['parameters'])}")
     return tools
+
+
+def check_alternatives(alternatives: Any, field_name: str = "meta.alternatives") -> dict[str, Any]:
+    """Recorded alternative actions: ``{"<turn index>": [assistant message, ...]}``; returns them unchanged."""
+    shape = 'an object {"<turn index>": [alternative assistant messages]}'
+    alternatives = require_dict(alternatives, field_name, shape)
+    for turn, messages in alternatives.items():
+        messages = require_list(messages, f"{field_name}.{turn}", "a list of alternative assistant messages")
+        for j, message in enumerate(messages):
+            check_message(message, f"{field_name}.{turn}[{j}]", None)
+    return alternatives
 
 
 def check_reward(reward: Any, field_name: str = "reward") -> float | None:
