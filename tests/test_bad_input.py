@@ -340,3 +340,17 @@ def test_real_cli_process_prints_one_line_and_no_traceback(tmp_path):
                            "-o", str(tmp_path / "p.jsonl"), "-d", "tool_use"], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and f"{src}:2:" in proc.stderr
+
+
+@pytest.mark.parametrize("args, culprit", [
+    (["data", "generate", "--domain", "search", "--n", "0", "-o", "x.jsonl"], "'--n'"),
+    (["env", "show", "--index", "abc"], "'--index'"),
+    (["no-such-command"], "no-such-command"),
+])
+def test_usage_mistakes_are_one_line_through_the_console_script(tmp_path, args, culprit):
+    proc = subprocess.run([sys.executable, "-c", "from pivot_envs.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and culprit in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr

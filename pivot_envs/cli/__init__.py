@@ -35,5 +35,25 @@ for _module in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. A usage mistake (a bad flag value, an unknown command) is one line
+    naming the flag and where to get help, exit code 2, like every other user error."""
+    import sys
+
+    from pivot_envs.cli.common import err_console
+
+    # click's exception classes, wherever this typer version keeps them (click, or its vendored copy)
+    errors = sys.modules[typer.BadParameter.__module__]
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(standalone_mode=False)
+    except errors.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
+            typer.echo(exc.ctx.get_help())
+            raise SystemExit(0) from None
+        where = exc.ctx.command_path if exc.ctx is not None else "pivot-envs"
+        err_console.print(f"[bold red]error:[/] {exc.format_message()} (see {where} --help)", highlight=False,
+                          soft_wrap=True, markup=True)
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        raise SystemExit(130) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
