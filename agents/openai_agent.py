@@ -5,8 +5,9 @@ Works with ``vllm serve``, SGLang, ``transformers serve`` and OpenAI itself::
     agent = build_agent("openai:Qwen/Qwen3-8B@http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1")
     groups = agent.sample(pivots, n=8, seed=0)
 
-* Requests go out concurrently (at most ``max_concurrency`` in flight) through the
-  ``openai`` async client; the base URLs are used round-robin, request by request.
+* Requests go out concurrently (at most ``max_concurrency`` in flight, a request being
+  retried keeps its slot) through the ``openai`` async client; the base URLs are used
+  round-robin, request by request.
 * The pivot's context is sent as OpenAI messages with its ``tools``. A reply with
   ``tool_calls`` is mapped to an Action with :func:`~pivot_envs.actions.parse_action`
   of the message; a plain-text reply (servers without a tool parser) is parsed as
@@ -19,10 +20,11 @@ Works with ``vllm serve``, SGLang, ``transformers serve`` and OpenAI itself::
   rejects the field is remembered and asked without it; replies without them give
   ``None``. Token ids are taken from the reply when the server adds them (vLLM with
   ``extra_body={"return_token_ids": true}``).
-* Connection errors, timeouts, 429 and 5xx answers are retried on the next URL
-  with exponential back-off (``backoff_s * 2**attempt``, at most ``max_backoff_s``);
-  other 4xx answers fail at once. When every attempt failed the error names the
-  URLs tried and what each answered.
+* Connection errors, timeouts, 408/409/429 and 5xx answers are retried by the
+  ``openai`` client itself (``max_retries`` per URL, its exponential back-off or the
+  server's ``Retry-After``); when a URL still fails the request fails over to the next
+  URL, each URL once. Other 4xx answers fail at once. When every URL failed the error
+  names the URLs tried and what each answered.
 * Seeds: each request carries ``seed`` derived from ``(seed, pivot id[, sample
   index])``; whether the server honours it is up to the server.
 
@@ -64,9 +66,12 @@ class OpenAISettings:
         max_tokens_field: ``"max_tokens"`` or ``"max_completion_tokens"`` (OpenAI reasoning models).
         max_concurrency: requests in flight at once (over all URLs).
         timeout_s: timeout of one request, seconds.
-        max_retries: extra attempts after a retryable failure (each on the next URL).
-        backoff_s: first back-off delay; doubles per attempt.
-        max_backoff_s: longest back-off delay.
+        max_retries: extra attempts on one URL after a retryable failure (the ``openai`` client's
+            retries); then the next URL is tried, so a request makes at most
+            ``(max_retries + 1) * len(base_urls)`` attempts. ``0``: fail over at once.
+        backoff_s: accepted but no longer used: the client's back-off applies (0.5 s, doubled
+            per retry up to 8 s, less up to 25 % jitter; a ``Retry-After`` answer sets it).
+        max_backoff_s: accepted but no longer used (the client's longest back-off is 8 s).
         use_n: ``True``/``False`` force ``n=`` per request on/off; ``None`` detects it.
         logprobs: request log-probs of the sampled tokens (dropped if the server rejects it).
         send_tools: send the pivot's tools with the request.
@@ -126,7 +131,7 @@ class OpenAIAgent(Agent):
         self._n_ok: bool | None = self.settings.use_n
         self._logprobs_ok = self.settings.logprobs
         self._turn = itertools.count()
-        self.requests = 0  # requests sent (all attempts), for reports and tests
+        self.requests = 0  # HTTP requests sent (every attempt, the client's retries included), for reports and tests
 
     @property
     def n_supported(self) -> bool | None:
@@ -143,13 +148,19 @@ class OpenAIAgent(Agent):
             return pool.submit(asyncio.run, self.asample(pivots, n, seed=seed)).result()
 
     async def asample(self, pivots: Sequence[Pivot], n: int, *, seed: int | None = None) -> list[list[Completion]]:
-        from openai import AsyncOpenAI
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"n (samples per pivot) must be an integer >= 1, got {n!r}")
         seed = self.settings.seed if seed is None else int(seed)
         key = os.environ.get(self.settings.api_key_env) or "EMPTY"
-        clients = {url: AsyncOpenAI(base_url=url, api_key=key, timeout=self.settings.timeout_s, max_retries=0)
+
+        async def count(_request: Any) -> None:
+            self.requests += 1
+
+        clients = {url: AsyncOpenAI(base_url=url, api_key=key, timeout=self.settings.timeout_s,
+                                    max_retries=self.settings.max_retries,
+                                    http_client=DefaultAsyncHttpxClient(event_hooks={"request": [count]}))
                    for url in self.base_urls}
         sem = asyncio.Semaphore(self.settings.max_concurrency)
         try:
@@ -213,40 +224,48 @@ class OpenAIAgent(Agent):
             return choices
 
     async def _send(self, clients: dict, sem: asyncio.Semaphore, request: dict[str, Any]) -> list[Any]:
-        """One request, retried with back-off over the URLs on connection errors, timeouts, 429 and 5xx."""
+        """One request on the round-robin URL, failing over to the next URLs when the client's retries ran out."""
         import openai
 
-        s = self.settings
+        first = next(self._turn)
+        extra = dict(self.settings.extra_body) or None
         failures: list[str] = []
-        extra = dict(s.extra_body) or None
-        for attempt in range(s.max_retries + 1):
-            url = self.base_urls[next(self._turn) % len(self.base_urls)]
+        attempts: list[int | None] = []
+        for i in range(len(self.base_urls)):
+            url = self.base_urls[(first + i) % len(self.base_urls)]
             where = url or "the default endpoint"
             try:
                 async with sem:
-                    self.requests += 1
                     resp = await clients[url].chat.completions.create(**request, extra_body=extra)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 raise _Rejected(f"openai agent: {where} rejected the request for model {self.model!r}: {exc}") from exc
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as exc:
+            except (openai.APIConnectionError, openai.APIStatusError) as exc:  # timeouts are connection errors
+                status = getattr(exc, "status_code", None)
+                if status is not None and not (status in (408, 409, 429) or status >= 500):
+                    raise OpenAIAgentError(f"openai agent: {where} answered HTTP {status} for model {self.model!r}: {exc}") from exc
+                attempts.append(_attempts(exc))
                 failures.append(f"{where}: {type(exc).__name__}: {exc}")
-            except openai.APIStatusError as exc:
-                raise OpenAIAgentError(f"openai agent: {where} answered HTTP {exc.status_code} for model {self.model!r}: {exc}") from exc
             else:
                 if not resp.choices:
                     raise OpenAIAgentError(f"openai agent: {where} answered with no choices for model {self.model!r}")
                 return list(resp.choices)
-            if attempt < s.max_retries:
-                await asyncio.sleep(min(s.max_backoff_s, s.backoff_s * 2**attempt))
         tried = ", ".join(sorted({str(u or "the default endpoint") for u in self.base_urls}))
+        after = f" after {sum(attempts)} attempts" if None not in attempts else ""  # type: ignore[arg-type]
         raise OpenAIAgentError(
-            f"openai agent: no answer from {tried} for model {self.model!r} after {s.max_retries + 1} attempts "
+            f"openai agent: no answer from {tried} for model {self.model!r}{after} "
             f"(is the server running, and does the base URL end in /v1?): " + " | ".join(failures)
         )
 
 
 class _Rejected(OpenAIAgentError):
     """A 400/422 answer: the caller may retry without ``logprobs`` or ``n``."""
+
+
+def _attempts(exc: Any) -> int | None:
+    """Requests the client made for a failed call (the retry count it sends with the last one, plus one)."""
+    request = getattr(exc, "request", None)
+    retries = request.headers.get("x-stainless-retry-count", "") if request is not None else ""
+    return int(retries) + 1 if retries.isdigit() else None
 
 
 def _seed(*parts: Any) -> int:

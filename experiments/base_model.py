@@ -154,11 +154,14 @@ def train_mixture(
     seed: int = 0,
     progress: Callable[[int, int, float, float], None] | None = None,
 ) -> BaseReport:
-    """Train the model in ``model_dir`` on domain + probe batches (see the module docstring) and save it back."""
+    """Train the model in ``model_dir`` on domain + probe batches (see the module docstring) and save it back.
+
+    The loop is :func:`pivot_envs.trainers.lm_loop.train_steps`: each step is one micro-batch of two parts
+    (``domain`` with the prompt weight, ``probe``), two loss terms normalised separately and summed."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pivot_envs.trainers.distributed import torch_threads
+    from pivot_envs.trainers.lm_loop import Part, train_steps
     from pivot_envs.trainers.sft import encode_example
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -183,61 +186,33 @@ def train_mixture(
     optim = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0)
     steps, warm = recipe.steps, max(1, recipe.warmup_steps)
 
-    def lr_at(i: int) -> float:
+    def lr_at(i: int) -> float:  # warm-up times a linear decay over all steps: no transformers schedule has this shape
         return min(1.0, (i + 1) / warm) * (1.0 - 0.9 * i / max(1, steps))
 
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lr_at)
     report = BaseReport(parameters=0, vocab_size=0, base_pivots=len(domain_rows), probe_items=len(probe_rows),
                         steps=steps, recipe=asdict(recipe))
-    model.train()
     d_acc, p_acc = [], []
-    with torch_threads(recipe.num_threads):
-        for step in range(steps):
-            d_batch = [domain_rows[rng.randrange(len(domain_rows))] for _ in range(recipe.domain_batch)]
-            p_batch = [probe_rows[rng.randrange(len(probe_rows))] for _ in range(recipe.probe_batch)]
-            d_loss, d_tokens, d_action = _weighted_loss(model, d_batch, pad, recipe.prompt_loss_weight)
-            p_loss, p_tokens, _ = _weighted_loss(model, p_batch, pad, 0.0)
-            loss = d_loss + p_loss
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optim.step()
-            sched.step()
-            report.tokens += d_tokens + p_tokens
-            d_acc.append(d_action)
-            p_acc.append(float(p_loss.detach()))
-            if (step + 1) % 10 == 0 or step + 1 == steps:
-                report.domain_losses.append(round(sum(d_acc) / len(d_acc), 4))
-                report.probe_losses.append(round(sum(p_acc) / len(p_acc), 4))
-                d_acc, p_acc = [], []
-                if progress is not None:
-                    progress(step + 1, steps, report.domain_losses[-1], report.probe_losses[-1])
+
+    def batch_for(_: int) -> list[list[Part]]:
+        domain = [domain_rows[rng.randrange(len(domain_rows))] for _ in range(recipe.domain_batch)]
+        probe = [probe_rows[rng.randrange(len(probe_rows))] for _ in range(recipe.probe_batch)]
+        return [[Part(domain, "domain", recipe.prompt_loss_weight), Part(probe, "probe")]]
+
+    def record(row: dict) -> None:
+        report.tokens += row["tokens"]
+        d_acc.append(row["terms"]["domain"]["target_loss"])
+        p_acc.append(row["terms"]["probe"]["loss"])
+        if row["step"] % 10 == 0 or row["step"] == steps:
+            report.domain_losses.append(round(sum(d_acc) / len(d_acc), 4))
+            report.probe_losses.append(round(sum(p_acc) / len(p_acc), 4))
+            d_acc.clear()
+            p_acc.clear()
+            if progress is not None:
+                progress(row["step"], steps, report.domain_losses[-1], report.probe_losses[-1])
+
+    train_steps(model, optim, sched, batch_for, steps=steps, pad_id=pad, num_threads=recipe.num_threads,
+                on_step=record)
     model.eval()
     model.save_pretrained(model_dir)
     return report
-
-
-def _weighted_loss(model, rows: list[tuple[list[int], list[int]]], pad: int, prompt_weight: float):
-    """``(loss, tokens, action loss)``: the mean token NLL with weight 1 on the targets and ``prompt_weight``
-    on the prompt tokens, the non-padding tokens, and the mean NLL of the target tokens alone."""
-    import torch
-
-    width = max(len(p) + len(t) for p, t in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    weight = torch.zeros((len(rows), width), dtype=torch.float32)
-    is_target = torch.zeros((len(rows), width), dtype=torch.bool)
-    for i, (prompt, target) in enumerate(rows):
-        seq = prompt + target
-        ids[i, : len(seq)] = torch.tensor(seq)
-        mask[i, : len(seq)] = 1
-        weight[i, 1 : len(prompt)] = prompt_weight
-        weight[i, len(prompt) : len(seq)] = 1.0
-        is_target[i, len(prompt) : len(seq)] = True
-    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-    nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1),
-                                            reduction="none").view(ids.shape[0], -1)
-    w = weight[:, 1:]
-    t = is_target[:, 1:]
-    action_loss = float((nll.detach() * t).sum() / t.sum().clamp(min=1))
-    return (nll * w).sum() / w.sum().clamp(min=1e-8), int(mask.sum()), action_loss

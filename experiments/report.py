@@ -471,9 +471,10 @@ def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
 
 def _interval_text(interval: Any) -> str:
     """``; 95 % interval of the margin [-0.021, +0.039]`` (one per comparison), or nothing."""
-    if not interval:
+    if not interval or all(p is None for p in interval):
         return ""
-    parts = interval if isinstance(interval[0], list) else [interval]
+    single = len(interval) == 2 and all(isinstance(x, (int, float)) for x in interval)
+    parts = [interval] if single else interval
     shown = ", ".join("n/a" if p is None else f"[{p[0]:+.3f}, {p[1]:+.3f}]" for p in parts)
     return f"; 95 % interval of the margin over seeds {shown}"
 

@@ -23,12 +23,11 @@ imported lazily: ``import pivot_envs`` never needs them.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Sequence, Union
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from transformers import PreTrainedTokenizerFast
@@ -201,7 +200,8 @@ def train_lm(
     loss is taken on the completion and the end-of-sequence token that
     follows it, so the model learns to stop there.
     Batches are drawn with replacement under ``seed``; the learning rate
-    decays linearly to 10 % over ``steps``. Deterministic under ``seed``.
+    decays linearly to 10 % over ``steps``; gradients are clipped to norm 1
+    (the loop is :func:`pivot_envs.trainers.lm_loop.train_steps`). Deterministic under ``seed``.
 
     ``num_threads`` sets torch's CPU threads during training (restored after):
     tiny models train fastest on one thread, and extra threads slow down badly
@@ -210,7 +210,9 @@ def train_lm(
     import time
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, get_polynomial_decay_schedule_with_warmup
+
+    from pivot_envs.trainers.lm_loop import Part, train_steps
 
     if not examples:
         raise ValueError("train_lm needs at least one example")
@@ -222,22 +224,16 @@ def train_lm(
     torch.manual_seed(seed)
     rng = random.Random(seed)
     optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda i: 1.0 - 0.9 * i / max(1, steps))
-    model.train()
+    sched = get_polynomial_decay_schedule_with_warmup(optim, 0, max(1, steps), lr_end=0.1 * lr, power=1.0)
     report = TrainReport(steps=steps)
+
+    def record(row: dict) -> None:
+        report.losses.append(row["loss"])
+        report.tokens += row["loss_tokens"]
+
     start = time.perf_counter()
-    with _torch_threads(num_threads):
-        for _ in range(steps):
-            batch = [rows[rng.randrange(len(rows))] for _ in range(batch_size)]
-            ids, labels, mask = _collate(batch, tokenizer.pad_token_id)
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optim.step()
-            sched.step()
-            report.losses.append(float(loss.detach()))
-            report.tokens += int((labels[:, 1:] != -100).sum())
+    train_steps(model, optim, sched, lambda _: [[Part([rows[rng.randrange(len(rows))] for _ in range(batch_size)])]],
+                steps=steps, pad_id=tokenizer.pad_token_id, num_threads=num_threads, on_step=record)
     report.seconds = time.perf_counter() - start
     model.eval()
     model.save_pretrained(model_dir)
@@ -249,52 +245,26 @@ def generate(model_dir: str | Path, messages: list[dict], max_new_tokens: int = 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from pivot_envs.trainers.distributed import torch_threads
+
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
-    with torch.no_grad(), _torch_threads(num_threads):
+    with torch.no_grad(), torch_threads(num_threads):
         out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False)
     return tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
-@contextlib.contextmanager
-def _torch_threads(n: int | None) -> Iterator[None]:
-    """Use ``n`` torch CPU threads inside the block (``None``: unchanged)."""
-    import torch
-
-    previous = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 def _encode(tokenizer, example: Example, limit: int) -> tuple[list[int], list[int]]:
-    """Token ids and labels (-100 where no loss is taken), cut to ``limit`` keeping the end."""
+    """``(prompt ids, target ids)`` of an example (a text is all target), cut to ``limit`` tokens keeping the end."""
+    eos = [tokenizer.eos_token_id]
     if isinstance(example, str):
-        ids = tokenizer(example, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        labels = list(ids)
+        prompt, target = [], tokenizer(example, add_special_tokens=False)["input_ids"] + eos
     else:
-        prompt, completion = example
-        if not isinstance(prompt, str):
-            prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-        p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        c = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        ids, labels = p + c, [-100] * len(p) + c
-    return ids[-limit:], labels[-limit:]
-
-
-def _collate(batch: list[tuple[list[int], list[int]]], pad_id: int):
-    import torch
-
-    width = max(len(ids) for ids, _ in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(batch), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for i, (row_ids, row_labels) in enumerate(batch):
-        ids[i, : len(row_ids)] = torch.tensor(row_ids)
-        labels[i, : len(row_labels)] = torch.tensor(row_labels)
-        mask[i, : len(row_ids)] = 1
-    return ids, labels, mask
+        text, completion = example
+        if not isinstance(text, str):
+            text = tokenizer.apply_chat_template(text, add_generation_prompt=True, tokenize=False)
+        prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+        target = tokenizer(completion, add_special_tokens=False)["input_ids"] + eos
+    cut = max(0, len(prompt) + len(target) - limit)
+    return prompt[cut:], target[max(0, cut - len(prompt)):]

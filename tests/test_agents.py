@@ -412,10 +412,12 @@ def test_openai_agent_round_robins_and_parses_hermes_text(ref_model, serve, fake
 
 def test_openai_agent_retries_failures_on_the_next_url(fake, serve, ref_model, swe_test_pivots):
     control(fake, status=503)
-    agent = openai_agent(ref_model, [fake.base_url, serve.base_url], use_n=False)
+    agent = openai_agent(ref_model, [fake.base_url, serve.base_url], use_n=False, max_retries=1)
     groups = agent.sample(swe_test_pivots[:3], 1, seed=0)
     assert all(g[0].text != HERMES_REPLY for g in groups)  # every answer came from serve
-    assert stats(fake)["requests"] >= 1 and agent.requests > 3
+    # round-robin: requests 1 and 3 start on the failing URL, where the client tries twice (max_retries=1)
+    # before they fail over to serve; agent.requests counts every HTTP request, the client's retries included
+    assert stats(fake)["requests"] == 2 * 2 and agent.requests == 2 * 2 + 3
 
 
 def test_openai_agent_dead_url_gives_a_clear_error(swe_test_pivots):

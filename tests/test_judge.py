@@ -245,13 +245,14 @@ def test_second_call_is_served_from_the_cache(fake, tmp_path: Path) -> None:
 
 def test_http_5xx_is_retried_with_backoff_and_errors_are_not_cached(fake, tmp_path: Path) -> None:
     control(fake, status=503)
-    judge = judge_for(fake.base_url, tmp_path, max_retries=2, backoff_s=0.2)
+    judge = judge_for(fake.base_url, tmp_path, max_retries=2)
     start = time.monotonic()
     result = judge.verify(candidates(3)[0], make_pivot(3))
     elapsed = time.monotonic() - start
     assert result.error and "HTTP 503" in result.error and "after 3 attempt" in result.error
     assert (result.reward, result.passed) == (0.0, False)
-    assert stats(fake)["requests"] == 3 and elapsed >= 0.2 + 0.4
+    # the openai client's back-off: 0.5 s, then 1 s, each less up to 25 % jitter
+    assert stats(fake)["requests"] == 3 and elapsed >= 0.75 * (0.5 + 1.0)
     control(fake)  # the server recovers: the failure was not cached
     assert judge.verify(candidates(3)[0], make_pivot(3)).passed is True
     assert stats(fake)["requests"] == 1
@@ -272,7 +273,7 @@ def test_timeout_is_an_error(fake, tmp_path: Path) -> None:
     elapsed = time.monotonic() - start
     assert result.error and "timed out after 0.5s" in result.error and result.reward == 0.0
     assert stats(fake)["requests"] == 2
-    assert 1.0 <= elapsed < 1.0 + 0.05 + 5.0  # two timeouts and one back-off (+ slack for a busy CPU)
+    assert 1.0 + 0.75 * 0.5 <= elapsed < 1.0 + 0.5 + 5.0  # two timeouts and the client's first back-off (+ slack)
 
 
 def test_server_down_is_an_error(tmp_path: Path) -> None:

@@ -21,12 +21,13 @@ pytest.importorskip("transformers")
 from pivot_envs.agents.base import Completion  # noqa: E402
 from pivot_envs.agents.prompting import action_target, encode_prompt  # noqa: E402
 from pivot_envs.trainers.advantage import group_advantages  # noqa: E402
-from pivot_envs.trainers.config import ConfigError, parse_overrides  # noqa: E402
+from pivot_envs.config import parse_override  # noqa: E402
+from pivot_envs.trainers.config import ConfigError  # noqa: E402
 from pivot_envs.trainers.logprobs import completion_logprobs, pack  # noqa: E402
 from pivot_envs.trainers.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 from pivot_envs.trainers.pivotrl import PivotRLConfig, PivotRLTrainer, train_pivotrl  # noqa: E402
 from pivot_envs.trainers.sampling import PivotSampler, build_sampler, sample_groups  # noqa: E402
-from pivot_envs.trainers.schedule import build_scheduler, lr_factor  # noqa: E402
+from pivot_envs.trainers.schedule import build_scheduler  # noqa: E402
 from pivot_envs.trainers.scoring import score_groups  # noqa: E402
 from pivot_envs.types import Pivot, Profile  # noqa: E402
 from pivot_envs.verifiers import build_verifier  # noqa: E402
@@ -115,8 +116,10 @@ def test_config_from_dict_coerces_strings_and_round_trips():
     assert cfg.lora_target_modules == "all-linear"
     again = PivotRLConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg
-    assert parse_overrides(["lr=2e-5", "lora_target_modules=[\"q_proj\"]", "domain=terminal"]) == {
-        "lr": 2e-5, "lora_target_modules": ["q_proj"], "domain": "terminal"}
+    # --set values are read as YAML (pivot_envs.config), then coerced to the field's type
+    overrides = dict(parse_override(o) for o in ("lr=2e-5", "lora_target_modules=[q_proj]", "domain=terminal"))
+    cfg = PivotRLConfig.from_dict(overrides)
+    assert (cfg.lr, cfg.lora_target_modules, cfg.domain) == (2e-5, ["q_proj"], "terminal")
 
 
 def test_config_errors_name_the_key_and_the_fix(tmp_path):
@@ -132,19 +135,19 @@ def test_config_errors_name_the_key_and_the_fix(tmp_path):
         PivotRLConfig(old_logprobs="sampler", temperature=0.7)
     with pytest.raises(ConfigError, match="advantage = 'ppo' is invalid: it must be one of grpo, dr_grpo, pvpo"):
         PivotRLConfig(advantage="ppo")
-    with pytest.raises(ConfigError, match="steps must be an integer, got 'ten'"):
+    with pytest.raises(ConfigError, match=r"steps: expected int, got 'ten'"):
         PivotRLConfig.from_dict({"steps": "ten"})
     bad = tmp_path / "rl.json"
     bad.write_text('{"model": "m", "steps": 5,}')
-    with pytest.raises(ConfigError, match=r"rl\.json: not valid json"):
+    with pytest.raises(ConfigError, match=r"rl\.json:1: not valid JSON"):
         PivotRLConfig.from_file(bad)
     good = tmp_path / "rl.toml"
     good.write_text('model = "m"\nsteps = 5\nadvantage = "dr_grpo"\n')
     cfg = PivotRLConfig.from_file(good, overrides=["steps=7", "beta=0.01"])
     assert (cfg.steps, cfg.advantage, cfg.beta) == (7, "dr_grpo", 0.01)
-    with pytest.raises(ConfigError, match=r"rl\.toml: unknown PivotRL config key 'stepz'"):
+    with pytest.raises(ConfigError, match=r"--set stepz=1: unknown key 'stepz' \(did you mean 'steps'\?\)"):
         PivotRLConfig.from_file(good, overrides=["stepz=1"])
-    with pytest.raises(ConfigError, match="is not KEY=VALUE"):
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
         PivotRLConfig.from_file(good, overrides=["steps"])
 
 
@@ -152,12 +155,17 @@ def test_config_errors_name_the_key_and_the_fix(tmp_path):
 
 
 def test_lr_schedule_by_hand():
-    f = lambda i, **kw: lr_factor(i, warmup_steps=2, total_steps=10, **kw)  # noqa: E731
-    assert [f(0), f(1), f(2)] == pytest.approx([0.5, 1.0, 1.0])
+    def f(i, **kw):  # the factor of update i (transformers' warm-up: i / warmup, the first update at 0)
+        opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        return build_scheduler(opt, warmup_steps=2, total_steps=10, **kw).lr_lambdas[0](i)
+
+    assert [f(0), f(1), f(2)] == pytest.approx([0.0, 0.5, 1.0])
     assert f(6) == pytest.approx(0.5)  # halfway through the 8 decay updates: 0.5 * (1 + cos(pi / 2))
     assert f(9) == pytest.approx(0.5 * (1 + math.cos(math.pi * 7 / 8)))
     assert f(6, min_lr_ratio=0.2) == pytest.approx(0.2 + 0.8 * 0.5)
-    assert f(7, schedule="constant") == 1.0
+    assert [f(1, schedule="constant"), f(7, schedule="constant")] == [0.5, 1.0]
+    with pytest.raises(ValueError, match="'cosine' or 'constant'"):
+        f(0, schedule="linear")
     opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
     sched = build_scheduler(opt, warmup_steps=2, total_steps=10)
     seen = []
@@ -165,7 +173,11 @@ def test_lr_schedule_by_hand():
         seen.append(opt.param_groups[0]["lr"])
         opt.step()
         sched.step()
-    assert seen == pytest.approx([0.05, 0.1, 0.1, 0.1 * 0.5 * (1 + math.cos(math.pi / 8))])
+    assert seen == pytest.approx([0.0, 0.05, 0.1, 0.1 * 0.5 * (1 + math.cos(math.pi / 8))])
+    again = build_scheduler(torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=0.1), warmup_steps=2,
+                            total_steps=10)
+    again.load_state_dict(sched.state_dict())  # what a resumed run does: the next rate is the uninterrupted one
+    assert again.get_last_lr() == sched.get_last_lr() and again.last_epoch == 4
 
 
 def test_pivot_sampler_epochs_resume_and_deactivation():

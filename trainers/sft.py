@@ -21,7 +21,8 @@ left to ``max_prompt_tokens``; the target is :func:`~pivot_envs.agents.prompting
 of the expert message (Hermes text: content, then ``<tool_call>`` blocks) followed
 by the end-of-sequence token. The loss is the mean token NLL over all target
 tokens of an optimiser step, so a trained model emits text that parses back into
-the expert's action.
+the expert's action. The step itself (padding, masked NLL, AdamW, clipping, schedule) is
+:func:`pivot_envs.trainers.lm_loop.train_steps`, the loop of every supervised trainer here.
 
 Batches: the pivots are shuffled once per epoch under ``seed`` and taken in
 order, ``batch_size`` per optimiser step (split into ``grad_accum_steps``
@@ -53,11 +54,13 @@ import os
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pivot_envs.types import Pivot
+from pivot_envs.trainers.lm_loop import Part, collate, split_micro, target_nll_sum, train_steps  # noqa: F401
+from pivot_envs.sources import resolve_pivots  # noqa: F401  (re-exported: trainers.sft.resolve_pivots)
 
 logger = logging.getLogger(__name__)
 
@@ -191,22 +194,28 @@ class SFTConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples become lists) that :meth:`from_dict` turns back into an equal config."""
-        out = asdict(self)
-        out["betas"] = list(self.betas)
-        return out
+        from pivot_envs.config import config_to_dict
+
+        return config_to_dict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SFTConfig":
-        """Build from a dict; unknown keys are an error naming them and the valid ones.
+    def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> "SFTConfig":
+        """Build from a dict; string values are coerced to the field's type (``"1e-3"`` -> ``0.001``).
 
-        Values are taken as they are: :func:`pivot_envs.config.build_config` coerces
-        strings from files and ``--set`` first.
+        Raises :class:`pivot_envs.config.ConfigError` (a ``ValueError``) on an unknown key (naming it,
+        a close match and the valid keys) or a value of the wrong type; ``source`` is quoted in errors.
         """
-        names = [f.name for f in fields(cls)]
-        unknown = [k for k in data if k not in names]
-        if unknown:
-            raise ValueError(f"unknown SFTConfig key {unknown[0]!r}; valid keys: {', '.join(names)}")
-        return cls(**data)
+        from pivot_envs.config import config_from_dict
+
+        return config_from_dict(cls, data, source=source)
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: Sequence[str] = ()) -> "SFTConfig":
+        """Read a YAML, TOML or JSON config file, then apply ``key=value`` overrides (values read as YAML,
+        as ``pivot-envs train --set`` reads them). An ``algorithm`` key (``pivot-envs train`` files) is skipped."""
+        from pivot_envs.config import config_from_file
+
+        return config_from_file(cls, path, overrides, ignore=("algorithm",))
 
 
 @dataclass
@@ -248,38 +257,9 @@ class SFTResult:
 # --------------------------------------------------------------------------- data
 
 
-def resolve_pivots(source: str | Path | Sequence[Pivot]) -> list[Pivot]:
-    """Pivots from a file (ours or NeMo Gym rows), ``bundled:DOMAIN[:SPLIT]``, or a list of pivots."""
-    if not isinstance(source, (str, Path)):
-        return [p if isinstance(p, Pivot) else Pivot.from_dict(p) for p in source]
-    text = str(source)
-    if not text:
-        raise ValueError("no pivots given: a pivot JSONL file or bundled:DOMAIN[:SPLIT]")
-    if text.startswith("bundled:"):
-        domain, _, split = text[len("bundled:"):].partition(":")
-        return _bundled(domain, split or "train", text)
-    path = Path(text)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such pivot file (give a pivot JSONL or bundled:DOMAIN[:SPLIT])")
-    from pivot_envs.formats import read_pivots
-
-    return read_pivots(path)
-
-
-def _bundled(domain: str, split: str, label: str) -> list[Pivot]:
-    from pivot_envs.domains import get_domain
-
-    loader = get_domain(domain).load_pivots
-    if loader is None:
-        raise ValueError(f"{label}: domain {domain!r} ships no bundled data; give a pivot file")
-    return list(loader(split))
-
-
 def training_pivots(config: SFTConfig) -> list[Pivot]:
     """The pivots of ``config``: ``pivots`` (a file or ``bundled:...``), else the bundled ``split`` of ``domain``."""
-    if config.pivots is None:
-        return _bundled(config.domain, config.split, f"domain {config.domain!r}")
-    return resolve_pivots(config.pivots)
+    return resolve_pivots(config.pivots, domain=config.domain, split=config.split)
 
 
 def default_prompt_tokens(model: Any, tokenizer: Any, room: int = GENERATION_ROOM) -> int | None:
@@ -325,43 +305,6 @@ class BatchPlan:
         return steps_done * self.batch_size / self.n
 
 
-def split_micro(items: list[Any], parts: int) -> list[list[Any]]:
-    """``items`` cut into ``parts`` consecutive chunks of near-equal size (none empty when ``parts <= len``)."""
-    size, extra = divmod(len(items), parts)
-    out, start = [], 0
-    for i in range(parts):
-        end = start + size + (1 if i < extra else 0)
-        out.append(items[start:end])
-        start = end
-    return [chunk for chunk in out if chunk]
-
-
-def collate(rows: Sequence[tuple[list[int], list[int]]], pad_id: int, device: Any):
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` (-100 outside the targets)."""
-    import torch
-
-    width = max(len(p) + len(t) for p, t in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(rows), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (prompt, target) in enumerate(rows):
-        seq = prompt + target
-        ids[i, : len(seq)] = torch.tensor(seq)
-        labels[i, len(prompt) : len(seq)] = torch.tensor(target)
-        mask[i, : len(seq)] = 1
-    return ids.to(device), mask.to(device), labels.to(device)
-
-
-def token_nll_sum(model: Any, ids: Any, mask: Any, labels: Any):
-    """Sum of the next-token NLL over the label tokens (the loss of a micro-batch before normalising)."""
-    import torch
-
-    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
-    target = labels[:, 1:]
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                             ignore_index=-100, reduction="sum")
-
-
 def expert_nll(model: Any, tokenizer: Any, pivots: Sequence[Pivot], *, max_prompt_tokens: int | None = None,
                max_action_tokens: int = 256, tools: str = "auto", batch_size: int = 8) -> float:
     """Mean token NLL of the expert actions at ``pivots`` under ``model`` (the SFT loss, no gradient)."""
@@ -378,7 +321,7 @@ def expert_nll(model: Any, tokenizer: Any, pivots: Sequence[Pivot], *, max_promp
     with torch.no_grad():
         for start in range(0, len(rows), batch_size):
             chunk = rows[start : start + batch_size]
-            total += float(token_nll_sum(model, *collate(chunk, pad_id, device)))
+            total += float(target_nll_sum(model, *collate(chunk, pad_id, device)))
             count += sum(len(t) for _, t in chunk)
     model.train(was_training)
     return total / max(1, count)
@@ -399,7 +342,7 @@ def train_sft(config: SFTConfig | dict[str, Any], on_step: StepCallback | None =
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from pivot_envs.trainers import checkpoint as ckpt_io
-    from pivot_envs.trainers.distributed import DistInfo, torch_threads
+    from pivot_envs.trainers.distributed import DistInfo
     from pivot_envs.trainers.metrics import MetricsLogger, read_metrics, truncate_metrics
     from pivot_envs.trainers.schedule import build_scheduler
 
@@ -443,44 +386,34 @@ def train_sft(config: SFTConfig | dict[str, Any], on_step: StepCallback | None =
     (out / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=1) + "\n", encoding="utf-8")
 
     metrics = MetricsLogger(metrics_path, fresh=state is None)
-    model.train()
     began = time.perf_counter()
+
+    def batch_for(step: int) -> list[list[Part]]:
+        batch = [examples[i] for i in plan.batch(step)]
+        return [[Part(micro)] for micro in split_micro(batch, config.grad_accum_steps)]
+
+    def after_step(done: dict[str, Any]) -> None:
+        step, dt = done["step"], done["step_s"]
+        row = {"step": step, "loss": done["loss"], "lr": done["lr"], "grad_norm": done["grad_norm"],
+               "tokens": done["tokens"], "loss_tokens": done["loss_tokens"],
+               "tokens_per_s": done["tokens"] / dt if dt > 0 else 0.0, "step_s": dt,
+               "wall_s": time.perf_counter() - began, "epoch": plan.epoch(step)}
+        metrics.log(row)
+        if step % config.log_every == 0 or step == config.steps:
+            logger.info("sft step %d/%d: loss %.4f lr %.2e grad_norm %.3g %.0f tok/s", step, config.steps,
+                        row["loss"], row["lr"], row["grad_norm"], row["tokens_per_s"])
+        if config.save_every and (step % config.save_every == 0 or step == config.steps):
+            trainer_state = {"step": step, "optimizer": optim.state_dict(), "scheduler": sched.state_dict(),
+                             "config": config.to_dict()}
+            ckpt_io.save_checkpoint(ckpt_io.checkpoint_path(out, step), model=model, tokenizer=tokenizer,
+                                    state=trainer_state, info=DistInfo(), summary={"step": step, **row})
+            ckpt_io.prune_checkpoints(out, config.save_total_limit)
+        if on_step is not None:
+            on_step(row)
+
     try:
-        with torch_threads(config.num_threads):
-            for step in range(start_step, config.steps):
-                t0 = time.perf_counter()
-                batch = [examples[i] for i in plan.batch(step)]
-                total_targets = sum(len(t) for _, t in batch)
-                optim.zero_grad(set_to_none=True)
-                loss_sum, tokens = 0.0, 0
-                for micro in split_micro(batch, config.grad_accum_steps):
-                    ids, mask, labels = collate(micro, pad_id, device)
-                    nll = token_nll_sum(model, ids, mask, labels)
-                    (nll / total_targets).backward()
-                    loss_sum += float(nll.detach())
-                    tokens += int(mask.sum())
-                clip = config.max_grad_norm if config.max_grad_norm > 0 else float("inf")
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
-                lr = optim.param_groups[0]["lr"]
-                optim.step()
-                sched.step()
-                dt = time.perf_counter() - t0
-                row = {"step": step + 1, "loss": loss_sum / total_targets, "lr": lr, "grad_norm": grad_norm,
-                       "tokens": tokens, "loss_tokens": total_targets,
-                       "tokens_per_s": tokens / dt if dt > 0 else 0.0, "step_s": dt,
-                       "wall_s": time.perf_counter() - began, "epoch": plan.epoch(step + 1)}
-                metrics.log(row)
-                if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
-                    logger.info("sft step %d/%d: loss %.4f lr %.2e grad_norm %.3g %.0f tok/s", step + 1, config.steps,
-                                row["loss"], lr, grad_norm, row["tokens_per_s"])
-                if config.save_every and ((step + 1) % config.save_every == 0 or step + 1 == config.steps):
-                    trainer_state = {"step": step + 1, "optimizer": optim.state_dict(),
-                                     "scheduler": sched.state_dict(), "config": config.to_dict()}
-                    ckpt_io.save_checkpoint(ckpt_io.checkpoint_path(out, step + 1), model=model, tokenizer=tokenizer,
-                                            state=trainer_state, info=DistInfo(), summary={"step": step + 1, **row})
-                    ckpt_io.prune_checkpoints(out, config.save_total_limit)
-                if on_step is not None:
-                    on_step(row)
+        train_steps(model, optim, sched, batch_for, steps=config.steps, start_step=start_step, pad_id=pad_id,
+                    max_grad_norm=config.max_grad_norm, num_threads=config.num_threads, on_step=after_step)
     finally:
         metrics.close()
     seconds = time.perf_counter() - began
