@@ -7,7 +7,9 @@ sample of pivots with ``step_many``: the expert's own action, the recorded
 seeded *perturbations* (wrong actions). The summary shows how often the
 domain's verifier and the strict baseline accept each kind: the miss rate
 ``P[strict = 0 | functional = 1]`` on alternatives and the false-accept rate on
-perturbations.
+perturbations. Verifier errors (``info["error"]``: a sandbox that failed, an
+expert command that did not complete) are counted apart (``errors``) and left
+out of every rate, as trainers mask them: a rate is over scored results only.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import InitVar, asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -32,7 +34,7 @@ DEMO_DOMAINS = ("tool_use", "terminal", "swe", "search")
 
 @dataclass
 class DomainSummary:
-    """Demo figures of one domain."""
+    """Demo figures of one domain. Rates are over scored results (``errors`` left out); NaN when none was scored."""
 
     domain: str
     env_id: str
@@ -47,9 +49,14 @@ class DomainSummary:
     alt_strict_pass: float
     miss_rate: float
     perturbed_functional_pass: float
-    verifier_errors: int
     seconds: float
+    errors: int = 0
     examples: list[dict] = field(default_factory=list)
+    verifier_errors: InitVar[int | None] = None  # the name of ``errors`` in reports written before
+
+    def __post_init__(self, verifier_errors: int | None) -> None:
+        if verifier_errors is not None:
+            self.errors = verifier_errors
 
 
 def _rate(values: list[float]) -> float:
@@ -67,7 +74,7 @@ def run_domain(domain: str, n_pivots: int, seed: int) -> DomainSummary:
     rng = random.Random(seed)
     sample = rng.sample(range(len(pivots)), min(n_pivots, len(pivots)))
     expert_ok, alt_f, alt_s, pert_f, miss = [], [], [], [], []
-    errors = 0
+    errors = n_alternatives = 0
     examples: list[dict] = []
     for index in sample:
         env.reset(seed=seed, options={"index": index})
@@ -77,13 +84,16 @@ def run_domain(domain: str, n_pivots: int, seed: int) -> DomainSummary:
         actions = [message_text(pivot.expert), *alternatives, perturbed]
         scored = core.step_many(actions)
         errors += sum(1 for _, info in scored if info["error"])
-        expert_ok.append(scored[0][0])
-        for (reward, info) in scored[1:-1]:
+        n_alternatives += len(alternatives)
+        expert_ok += [reward for reward, info in scored[:1] if not info["error"]]
+        for reward, info in scored[1:-1]:
+            if info["error"]:
+                continue
             alt_f.append(reward)
             alt_s.append(info["strict_reward"])
             if reward >= 1.0:
                 miss.append(float(info["strict_reward"] < 1.0))
-        pert_f.append(scored[-1][0])
+        pert_f += [reward for reward, info in scored[-1:] if not info["error"]]
         if len(examples) < 2 and len(scored) > 2:
             examples.append({"pivot_id": pivot.id, "alternative": scored[1][1], "perturbed": scored[-1][1]})
     env.close()
@@ -91,9 +101,9 @@ def run_domain(domain: str, n_pivots: int, seed: int) -> DomainSummary:
     return DomainSummary(
         domain=domain, env_id=dom.env_id, verifier=spec if isinstance(spec, str) else spec.get("name", "?"),
         trajectories=len(trajs), candidates=audit.candidates, skipped=dict(audit.skipped),
-        pivots_scored=len(sample), expert_pass=_rate(expert_ok), alternatives=len(alt_f),
+        pivots_scored=len(sample), expert_pass=_rate(expert_ok), alternatives=n_alternatives,
         alt_functional_pass=_rate(alt_f), alt_strict_pass=_rate(alt_s), miss_rate=_rate(miss),
-        perturbed_functional_pass=_rate(pert_f), verifier_errors=errors,
+        perturbed_functional_pass=_rate(pert_f), errors=errors,
         seconds=time.perf_counter() - start, examples=examples,
     )
 
@@ -127,15 +137,16 @@ def markdown_report(summaries: list[DomainSummary], wall: float, seed: int) -> s
         f"seed {seed}, wall time {wall:.1f} s",
         "",
         "| domain | verifier | candidates | scored | expert pass | alternatives | functional pass (alt) "
-        "| strict pass (alt) | miss rate | perturbed accepted | verifier errors |",
+        "| strict pass (alt) | miss rate | perturbed accepted | errors |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         lines.append(
             f"| {s.domain} | {s.verifier} | {s.candidates} | {s.pivots_scored} | {s.expert_pass:.2f} | {s.alternatives} "
             f"| {s.alt_functional_pass:.2f} | {s.alt_strict_pass:.2f} | {s.miss_rate:.2f} "
-            f"| {s.perturbed_functional_pass:.2f} | {s.verifier_errors} |"
+            f"| {s.perturbed_functional_pass:.2f} | {s.errors} |"
         )
     lines += ["", "miss rate = P[strict = 0 | functional = 1] over the alternatives; "
-              "perturbed accepted = how often a deliberately wrong action passed the functional verifier.", ""]
+              "perturbed accepted = how often a deliberately wrong action passed the functional verifier; "
+              "errors = results the verifier could not score (all kinds), left out of every rate.", ""]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from pivot_envs.actions import parse_action
 from pivot_envs.types import Fixture, Pivot
 from pivot_envs.verifiers.base import build_verifier
 from pivot_envs.verifiers.commands import CommandExtractor, fenced_commands
+from pivot_envs.verifiers import exec as exec_module
 from pivot_envs.verifiers.exec import ExecVerifier, LRUCache, normalize_output
 from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
 
@@ -117,7 +118,8 @@ def test_expert_cache_hits_count_runs(bwrap_ok) -> None:
     pivot = make_pivot("grep -c x f")
     for cmd in ("grep x f | wc -l", "grep -c y f", "awk '/x/' f | wc -l"):
         verifier(bash(cmd), pivot)
-    assert verifier.stats() == {"setup_runs": 0, "expert_runs": 1, "candidate_runs": 3, "expert_cache_hits": 2}
+    assert verifier.stats() == {"setup_runs": 0, "expert_runs": 1, "candidate_runs": 3, "expert_cache_hits": 2,
+                                "retries": 0}
     # another pivot id or another fixture is another key; the LRU keeps two
     other = make_pivot("grep -c x f", pid="p2")
     changed = make_pivot("grep -c x f", files={"f": "x\n"})
@@ -146,7 +148,10 @@ def test_fixture_setup_runs_once_and_carries_cwd_and_exports(bwrap_ok) -> None:
 def test_failing_or_slow_setup_is_an_error(bwrap_ok) -> None:
     verifier = ExecVerifier(backend="bwrap", setup_timeout_s=1)
     result = verifier(bash("ls"), make_pivot("ls -1", setup="sleep 30"))
-    assert result.error and "setup did not complete: timed out" in result.error
+    assert result.error and "setup did not complete: timed out after 1 s and, on a retry, after 3 s" in result.error
+    assert verifier.stats()["setup_runs"] == 2 and verifier.stats()["retries"] == 1
+    again = verifier(bash("ls -a"), make_pivot("ls -1", setup="sleep 30"))  # the failure is remembered a while
+    assert again.error == result.error and verifier.stats()["setup_runs"] == 2
 
 
 def test_timeouts_and_kills_are_failures_but_expert_problems_are_errors(bwrap_ok) -> None:
@@ -157,21 +162,87 @@ def test_timeouts_and_kills_are_failures_but_expert_problems_are_errors(bwrap_ok
     loud = verifier(bash("seq 1 100000"), pivot)
     assert loud.error is None and loud.reason == "killed: stdout exceeded 10000 bytes"
     expert_slow = verifier(bash("echo ok"), make_pivot("sleep 20", pid="slow"))
-    assert expert_slow.error and "expert command did not complete: timed out" in expert_slow.error
+    assert expert_slow.error and "expert command did not complete: timed out after 1 s and, on a retry, after 3 s" \
+        in expert_slow.error
     expert_loud = verifier(bash("echo ok"), make_pivot("seq 1 100000", pid="loud"))
     assert expert_loud.error and "stdout exceeded 10000 bytes" in expert_loud.error
-    assert verifier(bash("echo ok"), make_pivot("sleep 20", pid="slow")).error  # failures are not cached
-    assert verifier.stats()["expert_runs"] == 4
+    assert verifier.stats()["expert_runs"] == 4 and verifier.stats()["retries"] == 1  # only the timeout is retried
+
+
+def test_expert_retry_budget_carries_to_candidates(bwrap_ok) -> None:
+    verifier = ExecVerifier(backend="bwrap", timeout_s=1)
+    pivot = make_pivot("sleep 1.5; echo done")  # past 1 s, so it completes on the retry (3 s)
+    result = verifier(bash("sleep 1.2 && echo done"), pivot)
+    assert result.passed, (result.reason, result.error)
+    assert verifier.stats()["expert_runs"] == 2 and verifier.stats()["retries"] == 1
+
+
+def test_failures_are_remembered_for_a_while(bwrap_ok, monkeypatch) -> None:
+    monkeypatch.setattr(exec_module, "FAILURE_TTL_S", 0.5)
+    verifier = ExecVerifier(backend="bwrap", max_output_bytes=10_000)
+    pivot = make_pivot("seq 1 100000")
+    first = verifier(bash("echo ok"), pivot)
+    assert first.error and verifier(bash("echo ok"), pivot).error == first.error
+    assert verifier.stats()["expert_runs"] == 1  # the rest of a group gets the error without a run
+    time.sleep(0.6)
+    assert verifier(bash("echo ok"), pivot).error == first.error
+    assert verifier.stats()["expert_runs"] == 2  # then it is tried afresh
+
+
+def test_cpu_limit_stops_runaway_commands(bwrap_ok) -> None:
+    verifier = ExecVerifier(backend="bwrap", cpu_time_s=1)
+    result = verifier(bash("while :; do :; done"), make_pivot("echo ok"))
+    assert not result.passed and result.error is None
+    assert "candidate exit code 152 (killed by SIGXCPU)" in result.reason
+    expert = verifier(bash("echo ok"), make_pivot("while :; do :; done", pid="runaway"))
+    assert expert.error and "expert command did not complete: killed by SIGXCPU after 1 CPU seconds" in expert.error
+
+
+def test_expert_program_missing_is_an_error_not_a_match(verifier: ExecVerifier) -> None:
+    # both would exit 127; without the check any candidate that fails to start would "pass"
+    result = verifier(bash("no-such-program-either"), make_pivot("no-such-program --flag", pid="missing"))
+    assert result.error and "exit 127, command not found" in result.error and "no-such-program" in result.error
 
 
 def test_commands_missing(verifier: ExecVerifier) -> None:
     pivot = make_pivot("ls")
-    result = verifier("I think we are done.", pivot)
+    fenced = ExecVerifier(backend="bwrap", command_from_content="fenced")  # text replies are no commands
+    result = fenced("I think we are done.", pivot)
     assert result.error is None and not result.passed and result.reason == "no shell command in the action"
     no_expert = Pivot(id="t", domain="terminal", context=[], expert={"role": "assistant", "content": "done"})
-    result = verifier(bash("ls"), no_expert)
+    result = fenced(bash("ls"), no_expert)
     assert result.error and "expert action holds no shell command" in result.error
-    assert verifier("```bash\nls | sort\n```", pivot).passed  # fenced content works as a command
+    assert fenced("```bash\nls | sort\n```", pivot).passed  # fenced content works as a command
+    # by default a plain-text message is the command (NL2Bash / tldr rows)
+    assert verifier("ls | sort", pivot).passed and verifier("```bash\nls | sort\n```", pivot).passed
+    result = verifier("I think we are done.", pivot)
+    assert result.error is None and not result.passed and "exit code differs" in result.reason
+    empty = Pivot(id="e", domain="terminal", context=[], expert={"role": "assistant", "content": " "})
+    assert "expert action holds no shell command" in verifier(bash("ls"), empty).error
+
+
+def test_verify_cli_takes_plain_text_commands(bwrap_ok, tmp_path) -> None:
+    """`pivot-envs verify --verifier exec` on rows that store commands as plain text (NL2Bash, tldr)."""
+    from typer.testing import CliRunner
+
+    from pivot_envs.cli import app
+
+    fixture = {"files": {"notes.txt": "b\na\n", "docs/a.txt": "x\n"}}
+    rows = [
+        {"id": "find", "expected": "find . -name '*.txt'", "action": 'find . -name "*.txt"'},  # no fixture
+        {"id": "find-files", "expected": "find . -name '*.txt'", "action": 'find . -name "*.txt"', "fixture": fixture},
+        {"id": "count", "expected": "wc -l < notes.txt", "action": "cat notes.txt | wc -l", "fixture": fixture},
+        {"id": "call", "expected": bash("sort notes.txt"), "action": "sort < notes.txt", "fixture": fixture},
+        {"id": "wrong", "expected": "sort notes.txt", "action": "sort -r notes.txt", "fixture": fixture},
+    ]
+    src, out = tmp_path / "rows.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(app, ["verify", "--verifier", "exec", "-i", str(src), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["error"] for r in results] == [None] * 5, results
+    assert [r["passed"] for r in results] == [True, True, True, True, False], results
+    assert "stdout differs" in results[-1]["reason"]
 
 
 def test_identical_command_needs_no_run(verifier: ExecVerifier) -> None:

@@ -3,21 +3,27 @@
 Each command becomes the expert's ``bash`` tool call; re-spelled versions of
 the same call (other key order, extra whitespace, an explicit default, a
 number sent as text, the Hermes text format) must pass ``tool_call``, and the
-command of another tldr page must fail it.
+command of another tldr page must fail it. Run in the sandbox, the same
+commands written as plain text (as tldr and NL2Bash store them) must get the
+same ``exec`` verdicts as when wrapped in ``bash`` calls.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pivot_envs.actions import message_text, parse_action
-from pivot_envs.types import Pivot
+from pivot_envs.types import Fixture, Pivot
 from pivot_envs.verifiers.base import build_verifier
 from pivot_envs.verifiers.defaults import EXACT_NORMALIZED
+from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
 from pivot_envs.verifiers.tool_name import command_word
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tldr" / "commands.jsonl"
@@ -135,3 +141,50 @@ def test_command_word_finds_the_program_of_real_commands(rows: list[dict[str, An
         page = row["page"]
         hits += word.lower() == page or word == page.split("-")[0] or word == page.split(" ")[0]
     assert hits / len(rows) > 0.88, hits / len(rows)
+
+
+PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}")
+FIXTURE = Fixture(files={"notes.txt": "beta\nalpha\nbeta\n", "docs/readme.md": "# hi\n"}, workdir="/testbed")
+EXEC_SAMPLE = 36
+
+
+def fill(command: str) -> str:
+    """The command with its tldr ``{{placeholders}}`` filled: the first of ``[-a|--all]`` choices,
+    ``path/to/...`` as a file or directory of :data:`FIXTURE`, anything else as the placeholder's own text."""
+    def value(match: re.Match) -> str:
+        text = match.group(1)
+        if text.startswith("[") and text.endswith("]") and "|" in text:
+            return text[1:-1].split("|")[0]
+        return re.sub(r"path/to/\w+", lambda m: "docs" if "dir" in m.group(0) else "notes.txt", text)
+
+    return PLACEHOLDER.sub(value, command)
+
+
+def test_plain_text_commands_verify_like_bash_calls(rows: list[dict[str, Any]]) -> None:
+    """``exec`` on tldr commands (programs present on this host, placeholders filled): the command as plain
+    text and the same command in a ``bash`` call get the same verdicts, as the action equal to the expert's
+    and as a seeded other command."""
+    try:
+        get_backend("bwrap")
+    except SandboxUnavailable as exc:
+        pytest.skip(f"bubblewrap does not work here: {exc}")
+    rng = random.Random(0)
+    runnable = [fill(r["command"]) for r in rows if shutil.which(command_word(r["command"]) or "-")]
+    commands = rng.sample(sorted(set(runnable)), EXEC_SAMPLE)
+    pairs = [(c, c) for c in commands] + [(c, rng.choice([o for o in commands if o != c])) for c in commands]
+    verifier = build_verifier({"name": "exec", "timeout_s": 2, "cpu_time_s": 2, "workers": 2})
+    as_call = [verifier.command(bash_call(json.dumps({"command": c}))) for c in commands]
+    assert [verifier.command(parse_action(c).message) for c in commands] == as_call
+    plain = verifier.verify_many(
+        [parse_action(action) for _, action in pairs],
+        [Pivot(id=f"tldr-{i}", domain="", context=[], expert=parse_action(expert).message, fixture=FIXTURE)
+         for i, (expert, _) in enumerate(pairs)])
+    calls = verifier.verify_many(
+        [parse_action(bash_call(json.dumps({"command": action}))) for _, action in pairs],
+        [Pivot(id=f"tldr-{i}", domain="", context=[], expert=bash_call(json.dumps({"command": expert})),
+               fixture=FIXTURE) for i, (expert, _) in enumerate(pairs)])
+    verdicts = lambda results: [(r.passed, r.error is None) for r in results]  # noqa: E731
+    assert verdicts(plain) == verdicts(calls), [(p, a, b) for p, a, b in zip(pairs, plain, calls) if a.passed != b.passed]
+    assert all(r.passed for r in plain[:EXEC_SAMPLE])  # the expert's own command
+    others = plain[EXEC_SAMPLE:]
+    assert sum(r.error is None and not r.passed for r in others) > EXEC_SAMPLE // 2, [r.reason for r in others]

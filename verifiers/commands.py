@@ -11,7 +11,10 @@ Sources, in order:
 2. with ``content="fenced"`` or ``"plain"``: fenced code blocks in the content
    labelled ``bash``/``sh``/``shell``/``console``/``zsh`` (else unlabelled
    ones), joined with newlines; ``$ `` prompts of ``console`` blocks are removed;
-3. with ``content="plain"`` only: the whole content, stripped.
+3. with ``content="plain"`` only: the whole content, stripped: a plain-text
+   message *is* the command, as NL2Bash or tldr store commands (the exec
+   verifier's default; the terminal domain keeps ``"fenced"``, where a text
+   reply is an answer to the user, not a command).
 
 >>> CommandExtractor().extract({"role": "assistant", "tool_calls": [
 ...     {"type": "function", "function": {"name": "bash", "arguments": '{"command": "ls -la"}'}}]})

@@ -6,7 +6,9 @@ domain     default
 tool_use   ``tool_call`` (text turns: ``fuzzy``; with a judge: fuzzy
            accepts early, the judge decides)
 terminal   ``cascade``: ``schema`` gate -> normalised exact ``tool_call``
-           accept -> ``exec`` (when registered) -> judge (when configured)
+           accept -> ``exec`` (when registered; commands from ``bash``
+           calls or fenced blocks, a text reply is not a command) -> judge
+           (when configured)
 swe        ``tool_name`` with the SWE alias categories
 search     ``by_tool``: ``search`` calls -> fuzzy ``query``
            (token_set_ratio); ``open`` -> exact ``tool_call`` (the doc id);
@@ -80,7 +82,8 @@ def default_verifier_spec(domain: str, *, judge: dict[str, Any] | None = None) -
             {"role": "accept", "verifier": dict(EXACT_NORMALIZED)},
         ]
         if "exec" in verifier_names():
-            stages.append({"role": "accept" if judge is not None else "decide", "verifier": {"name": "exec"}})
+            exec_spec = {"name": "exec", "command_from_content": "fenced"}  # a text reply is no command
+            stages.append({"role": "accept" if judge is not None else "decide", "verifier": exec_spec})
         if judge is not None:
             stages.append({"role": "decide", "verifier": _judge_spec(judge)})
         return {"name": "cascade", "stages": stages}

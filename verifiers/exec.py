@@ -13,6 +13,12 @@ when its effects equal the expert's:
   changed paths, with contents (sha256), modes, symlink targets
   (``compare_files``; ``ignore_paths`` globs are left out).
 
+Commands. The expert's and the candidate's command is a ``bash``-style tool
+call (``command``/``cmd`` argument), a fenced ```bash block, or (by default,
+``command_from_content="plain"``) the whole text of a message without tool
+calls, as NL2Bash or tldr store commands (see
+:mod:`~pivot_envs.verifiers.commands`).
+
 Setup. A fixture's setup runs once, in its own sandbox; the resulting tree,
 its final working directory and exported variables become the seed every run
 starts from (cached per ``fixture.key()``; measured in
@@ -29,20 +35,32 @@ network, uid 65534, and the host's ``/usr`` read-only (see
 :mod:`~pivot_envs.verifiers.sandbox.bwrap`). Background processes are killed
 when the command's shell exits; files are compared after that.
 
-Caching. The expert's effects are cached per (pivot id, ``fixture.key()``,
-expert command) in a bounded LRU owned by the verifier object; concurrent
-requests for the same key run the expert once. Failures are not cached.
+Budgets. ``cpu_time_s`` (CPU seconds per process, RLIMIT_CPU) is what stops
+a runaway command; the wall-clock ``timeout_s`` only stops a hang (``sleep``,
+a blocked read) and is kept generous, since a loaded machine stretches wall
+time but not CPU time. An expert or setup run that times out is run once more
+with ``RETRY_FACTOR`` times the budget; candidates then get the budget the
+expert needed.
+
+Caching. The post-setup seeds (per ``fixture.key()``) and the expert's
+effects (per pivot id, ``fixture.key()``, expert command) are cached in
+bounded LRUs owned by the verifier object, so a group of candidates at one
+pivot runs the setup and the expert once; concurrent requests for one key
+run it once. A failed setup or expert run is remembered for
+``FAILURE_TTL_S`` seconds (the rest of the group gets the same error without
+running it again), then tried afresh.
 
 Errors. ``error`` is set (reward 0, masked by trainers) when no sandbox
 backend works (the verifier refuses; it never runs commands on the host), the
-sandbox fails, the setup or the expert command does not complete, or the
-expert action holds no shell command. A candidate that times out, is killed
-for its resource use or breaks its sandbox is an ordinary failure (reward 0,
-the reason says so).
+sandbox fails, the setup or the expert command does not complete (a timeout
+even on the retry, an output cap, SIGXCPU from the CPU limit), or the expert
+action holds no shell command. A candidate that times out (the expert did
+not: it completed within the same budget), is killed for its resource use or
+breaks its sandbox is an ordinary failure (reward 0, the reason says so).
 
 Usage::
 
-    verifier = build_verifier({"name": "exec", "timeout_s": 5, "workers": 2})
+    verifier = build_verifier({"name": "exec", "cpu_time_s": 5, "workers": 2})
     verifier(bash_call("grep x f | wc -l"), pivot)  # pivot's expert ran `grep -c x f`
     # VerifyResult(reward=1.0, passed=True, reason='same effects as the expert (exit code, stdout, files)')
     verifier.verify_many(actions, pivot)            # a group: 2 sandboxes at a time
@@ -53,7 +71,9 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import shlex
+import signal
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -87,6 +107,16 @@ SEED_CACHE_SIZE = 16
 MAX_LISTED = 5
 """Differences named in a reason before ``(+N more)``."""
 
+RETRY_FACTOR = 3.0
+"""An expert or setup run that times out is retried once with this many times its wall-clock budget."""
+
+FAILURE_TTL_S = 60.0
+"""Seconds a failed setup or expert run is remembered (not re-run for every candidate of a group)."""
+
+
+COMMAND_NOT_FOUND = 127
+"""The shell's exit code for a program it cannot find: an expert that exits so cannot be verified."""
+
 
 class _Refusal(Exception):
     """An infrastructure failure: becomes ``VerifyResult(error=...)``."""
@@ -113,9 +143,14 @@ class ExecVerifier(Verifier):
     Attributes:
         backend: sandbox backend: ``"bwrap"`` (bubblewrap), ``"docker"`` or ``"auto"``
             (bwrap when it works here, else docker when an engine answers, else refuse).
-        timeout_s: wall-clock limit of one command; a candidate past it fails ("timed out"),
-            an expert past it is an error.
-        setup_timeout_s: wall-clock limit of a fixture's setup script.
+        timeout_s: wall-clock limit of one command, against hangs (generous: a loaded machine
+            stretches wall time); an expert past it is retried once with ``RETRY_FACTOR`` times
+            the budget and is an error past that too; a candidate past the expert's budget fails
+            ("timed out").
+        cpu_time_s: CPU seconds each process of a run (setup, expert, candidate) may use, against
+            runaway computations: past it the process is killed by SIGXCPU (an expert so killed is
+            an error; a candidate's exit code 152 differs from the expert's).
+        setup_timeout_s: wall-clock limit of a fixture's setup script (retried like the expert's).
         memory_mb: address-space limit of each process in the sandbox.
         max_processes: processes (and threads) a sandbox may have at once.
         max_file_size_mb: largest file a command may write.
@@ -134,15 +169,17 @@ class ExecVerifier(Verifier):
         shell: program that runs the commands inside the sandbox (``bash`` or ``sh``).
         command_tools: tool names whose calls carry a shell command.
         command_keys: argument keys holding the command.
-        command_from_content: for actions without tool calls: ``"fenced"`` (```bash blocks),
-            ``"plain"`` (fenced blocks, else the whole content) or ``"none"``.
+        command_from_content: for actions without tool calls: ``"plain"`` (fenced blocks, else
+            the whole content is the command), ``"fenced"`` (```bash blocks only; the terminal
+            domain's default, where a text reply is not a command) or ``"none"``.
         skip_identical: a candidate command identical to the expert's passes without running.
         cache_size: expert effects kept in the LRU cache.
     """
 
     backend: str = "auto"
-    timeout_s: float = 10.0
-    setup_timeout_s: float = 60.0
+    timeout_s: float = 30.0
+    cpu_time_s: float = 10.0
+    setup_timeout_s: float = 120.0
     memory_mb: int = 1024
     max_processes: int = 64
     max_file_size_mb: int = 16
@@ -159,7 +196,7 @@ class ExecVerifier(Verifier):
     shell: str = "bash"
     command_tools: list[str] = field(default_factory=lambda: list(SHELL_TOOLS))
     command_keys: list[str] = field(default_factory=lambda: list(COMMAND_KEYS))
-    command_from_content: str = "fenced"
+    command_from_content: str = "plain"
     skip_identical: bool = True
     cache_size: int = 256
     _rt: "_Runtime | None" = field(default=None, init=False, repr=False, compare=False)
@@ -170,7 +207,7 @@ class ExecVerifier(Verifier):
         if self.command_from_content not in CONTENT_MODES:
             raise ValueError(f"exec verifier: command_from_content must be one of {', '.join(CONTENT_MODES)}, "
                              f"got {self.command_from_content!r}")
-        for name in ("timeout_s", "setup_timeout_s"):
+        for name in ("timeout_s", "cpu_time_s", "setup_timeout_s"):
             if not isinstance(getattr(self, name), (int, float)) or getattr(self, name) <= 0:
                 raise ValueError(f"exec verifier: {name} must be a positive number, got {getattr(self, name)!r}")
         for name in ("workers", "cache_size"):
@@ -205,7 +242,7 @@ class ExecVerifier(Verifier):
         return self._rt.backend(self.backend, self.docker_image)
 
     def stats(self) -> dict[str, int]:
-        """Counters of this verifier object: sandbox runs by kind and expert-cache hits."""
+        """Counters of this verifier object: sandbox runs by kind (retries included), retries and expert-cache hits."""
         assert self._rt is not None
         with self._rt.lock:
             return dict(self._rt.counts)
@@ -248,9 +285,11 @@ class ExecVerifier(Verifier):
     def _verify(self, action: Action, pivot: Pivot) -> VerifyResult:
         expert_cmd = self.command(pivot.expert)
         if expert_cmd is None:
+            in_content = {"plain": ", a fenced bash block or plain text", "fenced": ", or a fenced bash block"}
             raise _Refusal(f"pivot {pivot.id}: the expert action holds no shell command (tools "
-                           f"{', '.join(self.command_tools)} with an argument {'/'.join(self.command_keys)}, "
-                           f"or a fenced bash block); the exec verifier does not apply to this pivot")
+                           f"{', '.join(self.command_tools)} with an argument {'/'.join(self.command_keys)}"
+                           f"{in_content.get(self.command_from_content, '')}); the exec verifier does not apply "
+                           f"to this pivot")
         fixture = pivot.fixture or Fixture()
         try:
             check_workdir(fixture.workdir)
@@ -264,12 +303,12 @@ class ExecVerifier(Verifier):
             return self._result(True, "same command as the expert")
         fixture_key = fixture.key()
         seed = self._seed(fixture, fixture_key)
-        expert = self._expert((pivot.id, fixture_key, expert_cmd), seed)
-        run = self._run(seed, candidate_cmd, "candidate")
+        expert, budget = self._expert((pivot.id, fixture_key, expert_cmd), seed)
+        run = self._run(seed, candidate_cmd, "candidate", timeout_s=budget)
         if run.error:
             raise _Refusal(f"sandbox failure on the candidate command: {run.error}")
-        if run.timed_out:
-            return self._result(False, f"timed out after {self.timeout_s:g} s")
+        if run.timed_out:  # the expert completed within this budget
+            return self._result(False, f"timed out after {budget:g} s")
         if run.killed:
             return self._result(False, f"killed: {run.killed}")
         differences = self._compare(expert, self._effects(run, seed))
@@ -293,8 +332,29 @@ class ExecVerifier(Verifier):
         assert self._rt is not None
         self._rt.count(f"{kind}_runs")
         request = SandboxRequest(script=script, seed=seed, limits=self._limits, timeout_s=timeout_s or self.timeout_s,
-                                 shell=self.shell, keep_contents=keep_contents)
+                                 shell=self.shell, keep_contents=keep_contents, cpu_time_s=self.cpu_time_s)
         return self._backend().run(request)
+
+    def _run_with_retry(self, seed: Seed, script: str, kind: str, timeout_s: float,
+                        keep_contents: bool = False) -> tuple[SandboxResult, float]:
+        """A setup or expert run, and once more with ``RETRY_FACTOR`` times the budget if it timed out
+        (a loaded machine, more likely than a hang of a recorded command); returns the run and its budget."""
+        assert self._rt is not None
+        run = self._run(seed, script, kind, timeout_s=timeout_s, keep_contents=keep_contents)
+        if run.timed_out:
+            self._rt.count("retries")
+            timeout_s *= RETRY_FACTOR
+            run = self._run(seed, script, kind, timeout_s=timeout_s, keep_contents=keep_contents)
+        return run, timeout_s
+
+    @staticmethod
+    def _incomplete(run: SandboxResult, budget: float, setting: str) -> str | None:
+        """Why a setup or expert run (see :meth:`_run_with_retry`) did not complete, or None when it did."""
+        if run.completed:
+            return None
+        if run.timed_out:
+            return f"timed out after {budget / RETRY_FACTOR:g} s and, on a retry, after {budget:g} s ({setting})"
+        return run.error or f"killed: {run.killed}"
 
     # ------------------------------------------------------------------ seeds and the expert
 
@@ -310,30 +370,35 @@ class ExecVerifier(Verifier):
             raise _Refusal(f"bad fixture: {exc}") from None
         if not fixture.setup.strip():
             return base
-        run = self._run(base, SETUP_PREFIX + fixture.setup, "setup", timeout_s=self.setup_timeout_s,
-                        keep_contents=True)
-        if not run.completed:
-            why = run.error or (f"timed out after {self.setup_timeout_s:g} s (setup_timeout_s)" if run.timed_out
-                                else f"killed: {run.killed}")
+        run, budget = self._run_with_retry(base, SETUP_PREFIX + fixture.setup, "setup", self.setup_timeout_s,
+                                           keep_contents=True)
+        why = self._incomplete(run, budget, "setup_timeout_s")
+        if why:
             tail = run.stderr.decode("utf-8", "replace").strip()[-500:]
             raise _Refusal(f"fixture setup did not complete: {why}" + (f"; stderr: {tail}" if tail else ""))
         return Seed(fixture.workdir, run.files, _prelude(run.control))
 
-    def _expert(self, key: tuple[str, str, str], seed: Seed) -> Effects:
-        """The expert's effects, cached per (pivot id, fixture key, expert command)."""
+    def _expert(self, key: tuple[str, str, str], seed: Seed) -> tuple[Effects, float]:
+        """The expert's effects and the wall-clock budget it completed within, cached per
+        (pivot id, fixture key, expert command)."""
         assert self._rt is not None
-        effects, hit = self._rt.experts.get_or_compute(key, lambda: self._run_expert(seed, key[2]))
+        value, hit = self._rt.experts.get_or_compute(key, lambda: self._run_expert(seed, key[2]))
         if hit:
             self._rt.count("expert_cache_hits")
-        return effects
+        return value
 
-    def _run_expert(self, seed: Seed, command: str) -> Effects:
-        run = self._run(seed, command, "expert")
-        if not run.completed:
-            why = (run.error or (f"timed out after {self.timeout_s:g} s (timeout_s)" if run.timed_out
-                                 else f"killed: {run.killed}"))
+    def _run_expert(self, seed: Seed, command: str) -> tuple[Effects, float]:
+        run, budget = self._run_with_retry(seed, command, "expert", self.timeout_s)
+        why = self._incomplete(run, budget, "timeout_s")
+        if why is None and run.exit_code == 128 + signal.SIGXCPU:
+            why = f"killed by SIGXCPU after {self.cpu_time_s:g} CPU seconds (cpu_time_s)"
+        if why:
             raise _Refusal(f"the expert command did not complete: {why}")
-        return self._effects(run, seed)
+        if run.exit_code == COMMAND_NOT_FOUND:  # any candidate that also fails to start would "match"
+            tail = run.stderr.decode("utf-8", "replace").strip()[-200:]
+            raise _Refusal(f"the expert command could not start in the sandbox (exit 127, command not found: "
+                           f"{tail or 'no stderr'}); install its program in the sandbox image or drop this pivot")
+        return self._effects(run, seed), budget
 
     # ------------------------------------------------------------------ effects and comparison
 
@@ -445,13 +510,17 @@ T = TypeVar("T")
 class LRUCache(Generic[K, T]):
     """A thread-safe bounded LRU with single flight: concurrent misses on one key compute it once.
 
-    Exceptions are not cached; callers waiting on a failed computation get the same exception.
+    Callers waiting on a failed computation get the same exception. Exceptions are not cached,
+    except for ``failure_ttl_s`` seconds when that is set: until then a get on the key raises
+    the remembered exception again without computing.
     """
 
-    def __init__(self, maxsize: int) -> None:
+    def __init__(self, maxsize: int, failure_ttl_s: float = 0.0) -> None:
         self.maxsize = maxsize
+        self.failure_ttl_s = failure_ttl_s
         self._data: OrderedDict[K, T] = OrderedDict()
         self._inflight: dict[K, Future] = {}
+        self._failed: dict[K, tuple[float, BaseException]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -464,6 +533,10 @@ class LRUCache(Generic[K, T]):
             if key in self._data:
                 self._data.move_to_end(key)
                 return self._data[key], True
+            failed = self._failed.pop(key, None)
+            if failed is not None and failed[0] > time.monotonic():
+                self._failed[key] = failed
+                raise failed[1].with_traceback(None)
             future = self._inflight.get(key)
             owner = future is None
             if owner:
@@ -476,6 +549,10 @@ class LRUCache(Generic[K, T]):
         except BaseException as exc:
             with self._lock:
                 del self._inflight[key]
+                if self.failure_ttl_s > 0 and isinstance(exc, Exception):
+                    self._failed[key] = (time.monotonic() + self.failure_ttl_s, exc)
+                    while len(self._failed) > self.maxsize:
+                        del self._failed[next(iter(self._failed))]
             future.set_exception(exc)
             raise
         with self._lock:
@@ -492,9 +569,9 @@ class _Runtime:
 
     def __init__(self, cache_size: int) -> None:
         self.lock = threading.Lock()
-        self.experts: LRUCache[tuple[str, str, str], Effects] = LRUCache(cache_size)
-        self.seeds: LRUCache[str, Seed] = LRUCache(SEED_CACHE_SIZE)
-        self.counts = {"setup_runs": 0, "expert_runs": 0, "candidate_runs": 0, "expert_cache_hits": 0}
+        self.experts: LRUCache[tuple[str, str, str], tuple[Effects, float]] = LRUCache(cache_size, FAILURE_TTL_S)
+        self.seeds: LRUCache[str, Seed] = LRUCache(SEED_CACHE_SIZE, FAILURE_TTL_S)
+        self.counts = {"setup_runs": 0, "expert_runs": 0, "candidate_runs": 0, "expert_cache_hits": 0, "retries": 0}
         self._backend: SandboxBackend | None = None
         self._unavailable: str | None = None
 

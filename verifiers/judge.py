@@ -9,8 +9,9 @@ that speaks ``POST /v1/chat/completions``::
 
 The prompt (see :mod:`pivot_envs.verifiers.judge_prompt`) quotes every piece
 of data, so a candidate cannot rewrite the instructions; the verdict is parsed
-strictly. Requests use temperature 0, a timeout, and bounded retries with
-exponential back-off on connection errors, timeouts, HTTP 408/429 and 5xx.
+strictly. Requests use temperature 0, a timeout, and the ``openai`` client's own
+retries (``max_retries``; exponential back-off, or the server's ``Retry-After``) on
+connection errors, timeouts, HTTP 408/409/429 and 5xx.
 Verdicts are cached on disk by (model, prompt). Every failure (server down,
 timeout, HTTP error after retries, malformed verdict) is returned as
 ``VerifyResult(error=...)``, never as a silent 0 or 1.
@@ -65,8 +66,10 @@ class JudgeVerifier(Verifier):
         api_key_env: environment variable holding the API key.
         timeout_s: seconds allowed for one HTTP request (connect + generation).
         max_retries: extra attempts after a retryable failure (connection error, timeout,
-            HTTP 408/429/5xx); other HTTP errors fail at once.
-        backoff_s: wait before the first retry; doubled at each further retry.
+            HTTP 408/409/429/5xx), made by the ``openai`` client (its ``max_retries``); other
+            HTTP errors fail at once.
+        backoff_s: accepted but no longer used: the client's back-off applies (0.5 s, doubled
+            per retry up to 8 s, less up to 25 % jitter; a ``Retry-After`` answer sets it).
         max_concurrency: most requests in flight at once, per event loop (``verify_many`` and
             concurrent ``averify``/``averify_many`` calls share the limit).
         cache: read and write the on-disk verdict cache, keyed by (model, prompt messages); the
@@ -173,7 +176,8 @@ class JudgeVerifier(Verifier):
         from openai import AsyncOpenAI
 
         api_key = self.api_key or os.environ.get(self.api_key_env) or "EMPTY"
-        client = AsyncOpenAI(api_key=api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0)
+        client = AsyncOpenAI(api_key=api_key, base_url=self.base_url, timeout=self.timeout_s,
+                             max_retries=self.max_retries)
         return _Session(client=client, semaphore=asyncio.Semaphore(self.max_concurrency))
 
     def _session(self) -> _Session:
@@ -232,33 +236,36 @@ class JudgeVerifier(Verifier):
         raise AssertionError("unreachable")
 
     async def _complete(self, session: _Session, messages: list[Message]) -> str | None:
-        """One chat completion with retries and exponential back-off; raises JudgeRequestError."""
+        """One chat completion (the client retries transport failures); raises JudgeRequestError."""
+        import openai
+
+        try:
+            async with session.semaphore:
+                response = await session.client.chat.completions.create(
+                    model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens
+                )
+        except (openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError) as exc:
+            raise JudgeRequestError(self._failure(exc)) from None
+        if not response.choices:
+            return None
+        return response.choices[0].message.content
+
+    def _failure(self, exc: Any) -> str:
+        """What went wrong, where, and after how many attempts (the client's retries included)."""
         import openai
 
         where = f"model {self.model!r} at {self.base_url or 'the default OpenAI endpoint'}"
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            try:
-                async with session.semaphore:
-                    response = await session.client.chat.completions.create(
-                        model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens
-                    )
-            except openai.APITimeoutError:
-                problem = f"timed out after {self.timeout_s:g}s"
-            except openai.APIConnectionError as exc:
-                problem = f"connection failed ({exc.__cause__ or exc})"
-            except openai.APIStatusError as exc:
-                problem = f"HTTP {exc.status_code}: {_error_detail(exc)}"
-                if not (exc.status_code >= 500 or exc.status_code in (408, 429)):
-                    hint = _HINTS.get(exc.status_code, "")
-                    raise JudgeRequestError(f"judge request to {where} failed: {problem}{hint}") from None
-            else:
-                if not response.choices:
-                    return None
-                return response.choices[0].message.content
-            if attempt + 1 < attempts:
-                await asyncio.sleep(self.backoff_s * (2**attempt))
-        raise JudgeRequestError(f"judge request to {where} failed after {attempts} attempt(s): {problem}")
+        hint = ""
+        if isinstance(exc, openai.APITimeoutError):
+            problem = f"timed out after {self.timeout_s:g}s"
+        elif isinstance(exc, openai.APIConnectionError):
+            problem = f"connection failed ({exc.__cause__ or exc})"
+        else:
+            problem = f"HTTP {exc.status_code}: {_error_detail(exc)}"
+            hint = _HINTS.get(exc.status_code, "")
+        attempts = _attempts(exc)
+        after = f" after {attempts} attempt(s)" if attempts else ""
+        return f"judge request to {where} failed{after}: {problem}{hint}"
 
 
 _HINTS = {
@@ -267,6 +274,13 @@ _HINTS = {
     404: "; check base_url (it usually ends with /v1) and that the server serves this model",
     422: "; the server rejected the request fields",
 }
+
+
+def _attempts(exc: Any) -> int | None:
+    """Requests the client made for a failed call (the retry count it sends with the last one, plus one)."""
+    request = getattr(exc, "request", None)
+    retries = request.headers.get("x-stainless-retry-count", "") if request is not None else ""
+    return int(retries) + 1 if retries.isdigit() else None
 
 
 def _error_detail(exc: Any) -> str:

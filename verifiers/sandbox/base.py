@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import posixpath
 import secrets
 import signal
@@ -276,10 +277,12 @@ class SandboxRequest:
         script: the shell text to run (the seed's prelude is prepended).
         seed: the starting state.
         limits: resource limits.
-        timeout_s: wall-clock limit of the script, from the moment it starts.
+        timeout_s: wall-clock limit of the script, from the moment it starts (what ends a hang).
         shell: the program that runs the script (looked up in the sandbox's PATH).
         keep_contents: return file contents in the result's state (to build a seed from it).
         start_timeout_s: wall-clock limit for starting the sandbox and unpacking the seed.
+        cpu_time_s: CPU seconds each process of the run may use (RLIMIT_CPU; what ends a runaway
+            computation, which is killed by SIGXCPU); None: the wall-clock limits plus 2 s.
     """
 
     script: str
@@ -289,11 +292,21 @@ class SandboxRequest:
     shell: str = "bash"
     keep_contents: bool = False
     start_timeout_s: float = 30.0
+    cpu_time_s: float | None = None
 
     def __post_init__(self) -> None:
         check_shell(self.shell)
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s!r}")
+        if self.cpu_time_s is not None and not self.cpu_time_s > 0:
+            raise ValueError(f"cpu_time_s must be positive, got {self.cpu_time_s!r}")
+
+    @property
+    def cpu_limit(self) -> int:
+        """The per-process CPU-time limit in whole seconds (RLIMIT_CPU / the ``cpu`` ulimit)."""
+        if self.cpu_time_s is not None:
+            return max(1, math.ceil(self.cpu_time_s))
+        return int(max(self.timeout_s, self.start_timeout_s)) + 2
 
     @property
     def snapshot_timeout_s(self) -> float:
@@ -528,8 +541,3 @@ def describe_exit(code: int | None) -> str:
 def sandbox_env(workdir: str) -> list[tuple[str, str]]:
     """The full environment of a command in ``workdir``."""
     return [*SANDBOX_ENV, ("HOME", workdir)]
-
-
-def cpu_seconds(timeout_s: float) -> int:
-    """The per-process CPU-time limit that goes with a wall-clock timeout."""
-    return int(timeout_s) + 2

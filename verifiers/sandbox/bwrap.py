@@ -55,7 +55,6 @@ from pivot_envs.verifiers.sandbox.base import (
     Seed,
     StreamCollector,
     WRAPPER,
-    cpu_seconds,
     new_nonce,
     sandbox_env,
 )
@@ -184,19 +183,21 @@ class BwrapBackend(SandboxBackend):
         args += ["--info-fd", str(info_fd), "--", "/bin/sh", "-c", WRAPPER, "pivot-sandbox", workdir, request.shell]
         return args
 
-    def _rlimits(self, request: SandboxRequest, uid: int | None) -> list[tuple[int, int]]:
+    def _rlimits(self, request: SandboxRequest, uid: int | None) -> list[tuple[int, int, int]]:
+        """``(resource, soft, hard)``; the CPU hard limit is 1 s above the soft one, so that a runaway
+        process is told by SIGXCPU (exit code 152) and only SIGKILLed if it ignores that."""
         limits = request.limits
-        cpu = cpu_seconds(max(request.timeout_s, request.start_timeout_s))
+        cpu = request.cpu_limit
         nproc = limits.max_processes + 4  # bwrap, its pid 1, the wrapper shell, tar
-        if uid is None:  # not root: RLIMIT_NPROC counts all of this user's processes
-            nproc += _count_processes(os.getuid())
+        if uid is None:  # not root: RLIMIT_NPROC counts all of this user's processes and threads
+            nproc += _count_tasks(os.getuid())
         return [
-            (resource.RLIMIT_CPU, cpu),
-            (resource.RLIMIT_AS, limits.memory_mb << 20),
-            (resource.RLIMIT_FSIZE, limits.max_file_size_mb << 20),
-            (resource.RLIMIT_NPROC, nproc),
-            (resource.RLIMIT_NOFILE, limits.max_open_files),
-            (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_CPU, cpu, cpu + 1),
+            (resource.RLIMIT_AS, limits.memory_mb << 20, limits.memory_mb << 20),
+            (resource.RLIMIT_FSIZE, limits.max_file_size_mb << 20, limits.max_file_size_mb << 20),
+            (resource.RLIMIT_NPROC, nproc, nproc),
+            (resource.RLIMIT_NOFILE, limits.max_open_files, limits.max_open_files),
+            (resource.RLIMIT_CORE, 0, 0),
         ]
 
     # ------------------------------------------------------------------ running
@@ -306,13 +307,13 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _limiter(rlimits: list[tuple[int, int]]):
+def _limiter(rlimits: list[tuple[int, int, int]]):
     """A preexec_fn that only calls setrlimit (safe after fork: no locks, no imports)."""
     setrlimit = resource.setrlimit
 
     def apply() -> None:
-        for which, value in rlimits:
-            setrlimit(which, (value, value))
+        for which, soft, hard in rlimits:
+            setrlimit(which, (soft, hard))
 
     return apply
 
@@ -355,13 +356,15 @@ def _parent_of(pid: int) -> int | None:
         return None
 
 
-def _count_processes(uid: int) -> int:
+def _count_tasks(uid: int) -> int:
+    """Threads of ``uid``'s processes: RLIMIT_NPROC counts threads, so a multi-threaded process of the same
+    user (a torch or pytest worker) would otherwise leave the sandbox unable to fork."""
     count = 0
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 if os.stat(f"/proc/{name}").st_uid == uid:
-                    count += 1
+                    count += len(os.listdir(f"/proc/{name}/task"))
             except OSError:
                 pass
     return count

@@ -33,7 +33,6 @@ from pivot_envs.verifiers.sandbox.base import (
     Seed,
     StreamCollector,
     WRAPPER,
-    cpu_seconds,
     new_nonce,
     sandbox_env,
 )
@@ -130,7 +129,7 @@ class DockerBackend(SandboxBackend):
 
         limits = request.limits
         workdir = request.seed.workdir
-        cpu = cpu_seconds(max(request.timeout_s, request.start_timeout_s))
+        cpu = request.cpu_limit
         fsize = limits.max_file_size_mb << 20
         tmpfs = {
             workdir: f"rw,exec,nosuid,nodev,size={limits.max_disk_mb}m,mode=1777",
@@ -141,7 +140,7 @@ class DockerBackend(SandboxBackend):
             network_mode="none", mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
             pids_limit=limits.max_processes + 4, read_only=True, tmpfs=tmpfs, init=True,
             cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            ulimits=[Ulimit(name="cpu", soft=cpu, hard=cpu), Ulimit(name="fsize", soft=fsize, hard=fsize),
+            ulimits=[Ulimit(name="cpu", soft=cpu, hard=cpu + 1), Ulimit(name="fsize", soft=fsize, hard=fsize),
                      Ulimit(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files),
                      Ulimit(name="core", soft=0, hard=0)],
         )
