@@ -469,3 +469,24 @@ def test_agrees_with_the_terminal_generators_checked_commands(bwrap_ok) -> None:
     wrong = [(verifier.command(a.message), r.reason, r.error) for a, r, ok in zip(actions, results, expected)
              if r.passed != ok or r.error]
     assert wrong == []
+
+
+def test_bwrap_inside_a_private_folder_still_runs_as_root(bwrap_ok, tmp_path) -> None:
+    # a venv under /root or `mktemp -d` (mode 0700) hides the binary from the unprivileged sandbox uid
+    import os
+    import shutil
+
+    from pivot_envs.verifiers.sandbox.bwrap import BwrapBackend, find_bwrap, runnable_by_others
+
+    if os.geteuid() != 0:
+        pytest.skip("only a root-started run drops to another uid")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    binary = private / "bwrap"
+    shutil.copy2(find_bwrap(), binary)
+    assert not runnable_by_others(str(binary))
+    backend = BwrapBackend(bwrap=str(binary))
+    assert backend.bwrap != str(binary) and runnable_by_others(backend.bwrap)
+    verifier = ExecVerifier(backend="bwrap")
+    verifier._rt._backend = backend  # the verifier runs through the backend built above
+    assert verifier(bash("ls -a"), make_pivot("ls -a", pid="private")).passed

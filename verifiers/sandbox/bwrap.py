@@ -41,7 +41,9 @@ import secrets
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -85,6 +87,45 @@ def find_bwrap() -> str | None:
         return shutil.which("bwrap")
 
 
+def runnable_by_others(path: str) -> bool:
+    """Whether a user other than the owner can execute ``path`` (every folder above it searchable)."""
+    target = os.path.realpath(path)
+    try:
+        if not os.stat(target).st_mode & stat.S_IXOTH:
+            return False
+        folder = os.path.dirname(target)
+        while True:
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                return False
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return True
+            folder = parent
+    except OSError:
+        return False
+
+
+_PUBLIC_COPIES: dict[str, str] = {}  # binary -> its copy that unprivileged uids can run (one per process)
+
+
+def public_bwrap(path: str) -> str:
+    """``path`` itself when unprivileged uids can run it; else a copy in a fresh root-owned 0755 folder.
+
+    A root-started run drops to an unprivileged uid before exec'ing bwrap; a virtual environment
+    inside a 0700 folder (``/root``, ``mktemp -d``) would hide the binary from that uid.
+    """
+    if runnable_by_others(path):
+        return path
+    if path not in _PUBLIC_COPIES:
+        folder = tempfile.mkdtemp(prefix="pivot-envs-bwrap-")
+        os.chmod(folder, 0o755)
+        copy = os.path.join(folder, "bwrap")
+        shutil.copy2(os.path.realpath(path), copy)
+        os.chmod(copy, 0o755)
+        _PUBLIC_COPIES[path] = copy
+    return _PUBLIC_COPIES[path]
+
+
 class _UidPool:
     """Distinct unprivileged uids for concurrent runs started by root (RLIMIT_NPROC counts per uid)."""
 
@@ -122,8 +163,10 @@ class BwrapBackend(SandboxBackend):
 
     def __init__(self, bwrap: str | None = None, uid_base: int | None = None) -> None:
         super().__init__()
-        self.bwrap = bwrap or find_bwrap()
         self.as_root = os.geteuid() == 0
+        self.bwrap = bwrap or find_bwrap()
+        if self.bwrap and self.as_root:
+            self.bwrap = public_bwrap(self.bwrap)
         base = uid_base if uid_base is not None else UID_POOL_BASE + UID_POOL_SIZE * secrets.randbelow(1 << 20)
         self._uids = _UidPool(base) if self.as_root else None
 
