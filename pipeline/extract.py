@@ -188,6 +188,8 @@ def _make_pivot(traj: Trajectory, i: int, dom: Domain) -> Pivot:
     alternatives = recorded.get(str(i)) if isinstance(recorded, dict) else None
     if alternatives:
         meta["alternatives"] = alternatives
+    if dom.world is not None:
+        meta["world"] = world_meta(traj, dom)
     return Pivot(
         id=stable_hash(dom.name, traj.id, i),
         domain=dom.name,
@@ -197,6 +199,15 @@ def _make_pivot(traj: Trajectory, i: int, dom: Domain) -> Pivot:
         fixture=fixture_at(traj, i, dom),
         meta=meta,
     )
+
+
+def world_meta(traj: Trajectory, dom: Domain) -> dict[str, Any]:
+    """What rebuilds the task's world at a pivot: its ``world_keys`` settings, and the task's start
+    fixture when the pivot's own fixture is a replayed one (``fixture_mode="replay"``)."""
+    out: dict[str, Any] = {"config": {k: traj.meta[k] for k in dom.world_keys if k in traj.meta}}
+    if dom.fixture_mode == "replay" and traj.fixture is not None:
+        out["fixture"] = traj.fixture.to_dict()
+    return out
 
 
 def fixture_at(traj: Trajectory, i: int, dom: Domain) -> Fixture | None:

@@ -27,6 +27,8 @@ BUILTIN_DOMAINS = [
         default_verifier=partial(_default_verifier, "tool_use"),
         skip_chat_only=False,
         load_pivots=partial(_bundled, "tool_use"),
+        world="tool_use",
+        world_keys=("world_seed",),
     ),
     Domain(
         name="terminal",
@@ -37,6 +39,7 @@ BUILTIN_DOMAINS = [
         fixture_mode="replay",
         command_argument="command",
         load_pivots=partial(_bundled, "terminal"),
+        world="terminal",
     ),
     Domain(
         name="swe",
@@ -45,6 +48,8 @@ BUILTIN_DOMAINS = [
         default_verifier=partial(_default_verifier, "swe"),
         skip_chat_only=True,
         load_pivots=partial(_bundled, "swe"),
+        world="swe",
+        world_keys=("test_command",),
     ),
     Domain(
         name="search",
@@ -53,6 +58,8 @@ BUILTIN_DOMAINS = [
         default_verifier=partial(_default_verifier, "search"),
         skip_chat_only=False,
         load_pivots=partial(_bundled, "search"),
+        world="search",
+        world_keys=("corpus_seed",),
     ),
 ]
 

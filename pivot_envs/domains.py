@@ -48,6 +48,10 @@ class Domain:
         load_pivots: ``split -> list[Pivot]`` for the bundled data, or ``None`` when the
             domain ships no data (then ``pivots=`` is required).
         parse_action: turns raw model text (or a message dict) into an :class:`Action`.
+        world: the world behind the domain's tools (a built-in world's name, ``mcp:COMMAND``, or a
+            config dict; see :mod:`pivot_envs.worlds`); ``None``: the domain has no world (pivots only).
+        world_keys: the trajectory ``meta`` keys that configure the world of a task (e.g.
+            ``world_seed``); extraction copies them into each pivot's ``meta["world"]["config"]``.
     """
 
     name: str
@@ -59,6 +63,8 @@ class Domain:
     command_argument: str = "command"
     load_pivots: Callable[[str], list[Pivot]] | None = None
     parse_action: Callable[[str | Message], Action] = field(default=parse_action)
+    world: Any = None
+    world_keys: tuple[str, ...] = ()
 
     def verifier_spec(self) -> Any:
         """The default verifier spec, resolved if it is a callable."""
