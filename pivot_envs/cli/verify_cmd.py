@@ -31,12 +31,19 @@ def verify_command(
     expected: Optional[str] = typer.Option(None, "--expected", help="One-off: the expert action (text or assistant-message JSON)."),
     action: Optional[str] = typer.Option(None, "--action", help="One-off: the candidate action (text or assistant-message JSON)."),
     tools: Optional[Path] = typer.Option(None, "--tools", help="One-off: a JSON file with the OpenAI tool specs."),
+    world: Optional[str] = typer.Option(None, "--world", help="With --verifier world_exec: the world that executes the calls (a built-in domain name, or mcp:COMMAND [ARGS]); rows' context tool calls are replayed first."),
     report: bool = typer.Option(False, "--report", help="Print strict vs functional pass rates and the miss rate P[strict=0 | functional=1]."),
 ) -> None:
     """Verify actions against expected actions, standalone (batch JSONL or one-off)."""
     from pivot_envs.verifiers.rows import miss_rate_report
 
-    spec = _spec(verifier, config)
+    if world is not None:
+        if verifier != "world_exec":
+            fail(f"--world {world}: only with --verifier world_exec (or put 'world' in a --config file)")
+        verifier = None
+        spec = _world_exec_spec(world)
+    else:
+        spec = _spec(verifier, config)
     if expected is not None or action is not None:
         _one_off(spec, expected, action, tools)
         return
@@ -83,6 +90,18 @@ def _spec(verifier: Optional[str], config: Optional[Path]) -> Any:
         where = source.locate(exc) if isinstance(exc, ConfigError) else str(config)
         fail(f"--config {where}: {exc}")
     return source.data
+
+
+def _world_exec_spec(world: str) -> dict[str, Any]:
+    """The ``world_exec`` verifier on ``world``, checked by building it (the world is built and closed)."""
+    from pivot_envs.verifiers import build_verifier
+
+    spec = {"name": "world_exec", "world": world}
+    try:
+        build_verifier(spec).close()
+    except (ValueError, TypeError) as exc:
+        fail(f"--world {world}: {exc}")
+    return spec
 
 
 def _check_input(input: Path) -> None:
