@@ -67,3 +67,50 @@ def _change(value: Any, rng: random.Random) -> Any:
     if isinstance(value, dict):
         return {k: _change(v, rng) for k, v in value.items()} if value else {"x": 1}
     return "x"
+
+
+CALL_VARIANT_KINDS = ("key_order", "number_spelling", "id_case", "enum_case", "free_text_case", "changed_value",
+                      "other_tool")
+"""The kinds of :func:`call_variants`: the first five change only how a call is written (the world may or
+may not read them the same: that is what executing them tells), the last two change what it asks."""
+
+
+def call_variants(name: str, arguments: dict[str, Any], parameters: dict[str, Any] | None, tools: list[str],
+                  rng: random.Random) -> list[tuple[str, str, dict[str, Any]]]:
+    """Variants of one tool call ``name(arguments)``: ``[(kind, name, arguments), ...]``, at most one per kind.
+
+    ``parameters`` is the tool's JSON schema (enums and types come from it), ``tools`` the other
+    tool names. ``id_case`` changes the letter case of an identifier-like string (an argument named
+    ``*_id``/``id`` or a value with digits and no spaces), ``enum_case`` of a schema enum value,
+    ``free_text_case`` of any other string; ``number_spelling`` writes an integer as a float (5 -> 5.0)
+    or a float as a string; kinds that have no argument to act on are left out.
+    """
+    props = (parameters or {}).get("properties", {}) if isinstance(parameters, dict) else {}
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    if len(arguments) > 1:
+        out.append(("key_order", name, dict(reversed(list(arguments.items())))))
+    numbers = [k for k, v in arguments.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if numbers:
+        key = rng.choice(numbers)
+        value = arguments[key]
+        out.append(("number_spelling", name, {**arguments, key: float(value) if isinstance(value, int) else str(value)}))
+    strings = [k for k, v in arguments.items() if isinstance(v, str) and v and v.swapcase() != v]
+    enums = [k for k in strings if "enum" in (props.get(k) or {})]
+    ids = [k for k in strings if k not in enums and _looks_like_id(k, arguments[k])]
+    texts = [k for k in strings if k not in enums and k not in ids]
+    for kind, keys in (("id_case", ids), ("enum_case", enums), ("free_text_case", texts)):
+        if keys:
+            key = rng.choice(keys)
+            value = arguments[key]
+            out.append((kind, name, {**arguments, key: value.lower() if value != value.lower() else value.upper()}))
+    if arguments:
+        key = rng.choice(sorted(arguments))
+        out.append(("changed_value", name, {**arguments, key: _change(arguments[key], rng)}))
+    others = sorted(t for t in tools if t != name)
+    if others:
+        out.append(("other_tool", rng.choice(others), dict(arguments)))
+    return out
+
+
+def _looks_like_id(key: str, value: str) -> bool:
+    return key == "id" or key.endswith("_id") or (" " not in value and any(c.isdigit() for c in value))
