@@ -13,7 +13,8 @@ Pivots (-> :class:`~pivot_envs.types.Pivot`)::
     write_pivots(pivots, "gym.jsonl", fmt="nemo_gym", agent_ref="my_agent")
 
 Formats: ``openai`` (:mod:`.openai_chat`), ``tau_bench`` (:mod:`.tau_bench`),
-``swe_agent`` (:mod:`.swe_agent`), ``pivots`` (:mod:`.pivots`), ``nemo_gym``
+``swe_agent`` (:mod:`.swe_agent`), ``tau2_tasks`` (:mod:`.tau2_tasks`: tau2-bench airline
+tasks, their expected actions run on the MCP server), ``pivots`` (:mod:`.pivots`), ``nemo_gym``
 (:mod:`.nemo_gym`); auto-detection in :mod:`.detect`. Every reader validates
 rows and raises :class:`~pivot_envs.jsonl.BadRowError` naming the file, line
 and field (``data.jsonl:17: field 'messages[3].tool_calls[0].function.arguments': ...``);
@@ -31,6 +32,7 @@ from pivot_envs.formats.nemo_gym import pivot_from_row, read_nemo_gym, row_from_
 from pivot_envs.formats.openai_chat import read_openai, trajectory_from_row, write_openai
 from pivot_envs.formats.pivots import pivot_from_dict, read_pivot_jsonl, write_pivot_jsonl
 from pivot_envs.formats.swe_agent import read_swe_agent, swe_agent_history, trajectory_from_swe
+from pivot_envs.formats.tau2_tasks import read_tau2_tasks
 from pivot_envs.formats.tau_bench import read_tau_bench, trajectory_from_tau_row
 from pivot_envs.formats.validate import RowError
 from pivot_envs.jsonl import ReadReport
@@ -49,6 +51,7 @@ __all__ = [
     "read_pivot_jsonl",
     "read_pivots",
     "read_swe_agent",
+    "read_tau2_tasks",
     "read_tau_bench",
     "read_trajectories",
     "row_from_pivot",
@@ -63,12 +66,14 @@ __all__ = [
     "write_trajectories",
 ]
 
-_TRAJECTORY_READERS = {"openai": read_openai, "tau_bench": read_tau_bench, "swe_agent": read_swe_agent}
+_TRAJECTORY_READERS = {"openai": read_openai, "tau_bench": read_tau_bench, "swe_agent": read_swe_agent,
+                       "tau2_tasks": read_tau2_tasks}
 
 
 def read_trajectories(path: str | Path, fmt: str = "auto", *, skip_bad: bool = False,
                       report: ReadReport | None = None) -> list[Trajectory]:
-    """Read trajectories from ``path`` in format ``fmt`` (``auto``, ``openai``, ``tau_bench``, ``swe_agent``).
+    """Read trajectories from ``path`` in format ``fmt`` (``auto``, ``openai``, ``tau_bench``, ``swe_agent``,
+    ``tau2_tasks``: this one starts the tau2 airline MCP server to run the tasks' expected actions).
 
     ``report`` (a :class:`ReadReport`) receives the number of rows read and the
     skipped ones by reason; without ``skip_bad`` the first bad row raises

@@ -1,14 +1,15 @@
 """Tell a file's format from its name and the keys of its first row.
 
-=============  ==============================================================
-format         recognised by
-=============  ==============================================================
-``swe_agent``  a folder of ``.traj`` files, a ``.traj`` file, or rows with ``history``
-``nemo_gym``   rows with ``responses_create_params`` or ``expected_action``
-``pivots``     rows with ``context`` and ``expert``
-``tau_bench``  rows with ``messages`` (or ``traj``) and ``task_id`` but no ``tools``
-``openai``     rows with ``messages``
-=============  ==============================================================
+==============  ==============================================================
+format          recognised by
+==============  ==============================================================
+``swe_agent``   a folder of ``.traj`` files, a ``.traj`` file, or rows with ``history``
+``tau2_tasks``  a ``.json`` list of tau2-bench tasks (``user_scenario`` and ``evaluation_criteria``)
+``nemo_gym``    rows with ``responses_create_params`` or ``expected_action``
+``pivots``      rows with ``context`` and ``expert``
+``tau_bench``   rows with ``messages`` (or ``traj``) and ``task_id`` but no ``tools``
+``openai``      rows with ``messages``
+==============  ==============================================================
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Iterable
 
 from pivot_envs.jsonl import BadRowError, iter_json_lines, iter_text_lines, read_json_document
 
-TRAJECTORY_FORMATS = ("openai", "tau_bench", "swe_agent")
+TRAJECTORY_FORMATS = ("openai", "tau_bench", "swe_agent", "tau2_tasks")
 PIVOT_FORMATS = ("pivots", "nemo_gym")
 _PEEK_LINES = 50
 
@@ -39,6 +40,9 @@ def detect_format(path: str | Path) -> str:
         data = read_json_document(path)
         if isinstance(data, dict) and "history" in data:
             return "swe_agent"
+        if (isinstance(data, list) and data and isinstance(data[0], dict)
+                and "user_scenario" in data[0] and "evaluation_criteria" in data[0]):
+            return "tau2_tasks"
         hint = (f" (this one holds a list: convert it with  jq -c '.[]' {path} > rows.jsonl)"
                 if isinstance(data, list) else "")
         raise ValueError(f"{path}: a .json file is read only as one SWE-agent trajectory (an object with 'history'); "

