@@ -6,7 +6,8 @@ Spec strings::
     openai:MODEL@BASE_URL[,BASE_URL...]  an OpenAI-compatible server; several URLs are used round-robin
     openai:MODEL                         the default OpenAI endpoint (OPENAI_BASE_URL / api.openai.com)
     vllm:MODEL                           an in-process vLLM engine (extra: pivot-envs[vllm])
-    replay                               the expert action, n times
+    replay                               the expert action, n times (in an episode: the task's recorded actions)
+    replay:FILE                          the actions recorded in FILE, matched by trajectory id
     noisy_expert[:P]                     the expert (or a recorded alternative), perturbed with probability P (0.5)
     {"kind": "hf", "model": "DIR", ...}  a JSON config dict (what ``Agent.config()`` returns)
 
@@ -31,7 +32,7 @@ VALID_FORMS = (
     "hf:MODEL_DIR",
     "openai:MODEL@BASE_URL[,BASE_URL...]",
     "vllm:MODEL",
-    "replay",
+    "replay[:FILE]",
     "noisy_expert[:P]",
     '{"kind": KIND, ...} (a JSON config dict)',
 )
@@ -107,9 +108,14 @@ def parse_agent_spec(spec: str) -> dict[str, Any]:
             raise AgentSpecError(spec, f"not an http(s):// base URL: {bad[0]!r}")
         return {"kind": "openai", "model": m.group("model"), "base_urls": urls}
     if kind == "replay":
-        if sep:
-            raise AgentSpecError(spec, "replay takes no argument")
-        return {"kind": "replay"}
+        if not sep:
+            return {"kind": "replay"}
+        from pathlib import Path
+
+        if not rest.strip() or not Path(rest.strip()).is_file():
+            raise AgentSpecError(spec, "replay takes no argument except a trajectory file (replay:FILE): "
+                                       f"{rest.strip()!r} is no such file")
+        return {"kind": "replay", "file": rest.strip()}
     if kind == "noisy_expert":
         if not sep:
             return {"kind": "noisy_expert"}

@@ -52,6 +52,9 @@ class Domain:
             config dict; see :mod:`pivot_envs.worlds`); ``None``: the domain has no world (pivots only).
         world_keys: the trajectory ``meta`` keys that configure the world of a task (e.g.
             ``world_seed``); extraction copies them into each pivot's ``meta["world"]["config"]``.
+        episode_env_id: gymnasium id of the domain's whole-task env
+            (:class:`pivot_envs.episode_env.EpisodeEnv`), registered when the domain has a ``world``;
+            ``None``: derived from ``env_id`` (``pivot/ToolUse-v0`` -> ``pivot/ToolUse-Episode-v0``).
     """
 
     name: str
@@ -65,6 +68,12 @@ class Domain:
     parse_action: Callable[[str | Message], Action] = field(default=parse_action)
     world: Any = None
     world_keys: tuple[str, ...] = ()
+    episode_env_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.episode_env_id is None:
+            base = self.env_id[: -len("-v0")] if self.env_id.endswith("-v0") else self.env_id
+            self.episode_env_id = f"{base}-Episode-v0"
 
     def verifier_spec(self) -> Any:
         """The default verifier spec, resolved if it is a callable."""
@@ -84,7 +93,19 @@ def register_domain(domain: Domain, *, replace: bool = False) -> Domain:
     if domain.env_id in gymnasium.registry:
         del gymnasium.registry[domain.env_id]
     gymnasium.register(id=domain.env_id, entry_point="pivot_envs.env:PivotEnv", kwargs={"domain": domain.name})
+    if domain.world is not None and domain.episode_env_id:
+        if domain.episode_env_id in gymnasium.registry:
+            del gymnasium.registry[domain.episode_env_id]
+        gymnasium.register(id=domain.episode_env_id, entry_point=EPISODE_ENTRY_POINT, kwargs={"domain": domain.name})
     return domain
+
+
+EPISODE_ENTRY_POINT = "pivot_envs.episode_env:EpisodeEnv"
+GENERIC_EPISODE_ENV_ID = "pivot/Episode-v0"
+"""The episode env of any world: ``gymnasium.make(GENERIC_EPISODE_ENV_ID, world=SPEC, tasks=...)``."""
+
+if GENERIC_EPISODE_ENV_ID not in gymnasium.registry:
+    gymnasium.register(id=GENERIC_EPISODE_ENV_ID, entry_point=EPISODE_ENTRY_POINT)
 
 
 def get_domain(name: str) -> Domain:

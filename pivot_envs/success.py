@@ -1,0 +1,437 @@
+"""Task success of a whole episode: one function per rule, combined per domain by :func:`task_success`.
+
+Rules (:data:`RULES`):
+
+``state``
+    The world's digest at the end equals the digest the expert trajectory reached (its tool calls
+    replayed in a fresh world: :func:`pivot_envs.episode_env.expert_outcome`).
+``facts``
+    Only for *information* tasks, those where the expert changed no state (start digest == expert
+    digest): the agent told the user the facts the expert told. A **fact** is a value that the
+    expert wrote in an assistant text and that came from a tool result, not from the task:
+
+    * typed values found in the expert's text with :func:`typed_values` — dates (``2025-02-21``,
+      ``February 21``, ``Fri, Feb 21st``, ``21 February``, ``2/21`` -> ``date:02-21``; the year is
+      dropped because prose rarely repeats it), times (``14:00``, ``2 pm`` -> ``time:14:00``),
+      numbers (``$1,234.50``, ``1234.5`` -> ``num:1234.5``), and IDs (any token with a digit that
+      is not a plain number, compared case-insensitively: ``CL-913398``, ``1Z5940109980``,
+      ``v2.3.5``) — that also occur among the values of an earlier tool result (JSON leaves, or
+      the tool result's text);
+    * names: a string leaf of a JSON tool result that looks like a name (2-6 words without digits,
+      the first one capitalised: ``Copper Watering Can``, ``Densel River``; a lone first name is
+      small talk, not a fact) and that the expert's text contains;
+
+    minus the values the task itself gives (the system prompt and every user message of the
+    trajectory): an agent that repeats the user's order id has found nothing out.
+    The agent's **answer** is the text of every assistant message of the episode (a conversation
+    tells the user facts over several turns); a fact counts as given when the answer holds the
+    same typed value, or contains the name (case and spacing folded). The rule passes when the
+    share of facts given is at least ``min_fact_recall`` (1.0: all of them). A refusal gives no
+    facts, so it fails every information task that has one. An information task whose expert
+    stated no fact (tau2 tasks: the expert's closing text is synthetic) falls back to the
+    expert's look-ups: the agent must have made every tool call the expert made that did not fail
+    (same name, arguments equal as JSON; a result starting with ``Error`` is a failed call), so a
+    refusal fails there too (:func:`calls_made`).
+``answer``
+    The search domain's answer check: the episode's final answer (the last assistant text) passes
+    the domain's fuzzy answer verifier (:data:`pivot_envs.verifiers.defaults.ANSWER_FUZZY`:
+    token-set ratio >= 85 after lower-casing and stripping punctuation) against one of the task's
+    accepted answers (``meta["answer_aliases"]``, else ``meta["answer"]``, else the expert's final
+    text).
+``tests``
+    SWE: the repository's tests pass in the agent's final state (the world runs the task's
+    ``test_command``: :func:`tests_passed`).
+
+Per domain (:data:`DOMAIN_RULES`; any other domain, MCP worlds included, gets ``state`` + ``facts``):
+``tool_use`` and ``terminal``: ``state``, ``facts``; ``search``: ``state``, ``answer``; ``swe``:
+``tests``. A truncated episode (``max_turns`` reached before the agent finished) never succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from pivot_envs.types import Message, Trajectory
+
+RULES = ("state", "facts", "answer", "tests")
+
+DOMAIN_RULES: dict[str, tuple[str, ...]] = {
+    "tool_use": ("state", "facts"),
+    "terminal": ("state", "facts"),
+    "search": ("state", "answer"),
+    "swe": ("tests",),
+}
+"""The rules each built-in domain's success needs (all must pass)."""
+
+DEFAULT_RULES: tuple[str, ...] = ("state", "facts")
+
+
+def rules_for(domain: str | None) -> tuple[str, ...]:
+    """The success rules of ``domain`` (:data:`DEFAULT_RULES` for any other domain)."""
+    return DOMAIN_RULES.get(domain or "", DEFAULT_RULES)
+
+
+@dataclass
+class SuccessResult:
+    """The verdict on one finished episode.
+
+    Attributes:
+        success: every rule passed.
+        reason: a short explanation (the first failing rule's, or what passed).
+        checks: rule -> passed (only the rules that applied).
+        details: what the rules looked at (missing facts, the answer checked, ...).
+    """
+
+    success: bool
+    reason: str
+    checks: dict[str, bool] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- rule: state
+
+
+def state_reached(digest: str | None, expert_digest: str | None) -> bool:
+    """The agent's final state is the state the expert reached (equal digests)."""
+    return digest is not None and expert_digest is not None and digest == expert_digest
+
+
+# --------------------------------------------------------------------------- rule: facts
+
+_MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august", "september",
+                "october", "november", "december"]
+_MONTHS: dict[str, int] = {}
+for _i, _name in enumerate(_MONTH_NAMES, start=1):
+    _MONTHS[_name] = _i
+    _MONTHS[_name[:3]] = _i
+_MONTHS["sept"] = 9
+_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
+
+_DATE_ISO = re.compile(r"(?<![\w-])(\d{4})-(\d{2})-(\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?(?![\w-])")
+_DATE_MD = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?", re.IGNORECASE)
+_DATE_DM = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\b\.?(?:,?\s+\d{{4}}\b)?", re.IGNORECASE)
+_DATE_SLASH = re.compile(r"(?<![\w/])(\d{1,2})/(\d{1,2})(?:/(?:\d{4}|\d{2}))?(?![\w/])")
+_TIME = re.compile(r"(?<![\w:])(\d{1,2}):(\d{2})(?::\d{2})?(?:\s*([ap])\.?\s?m\b\.?)?(?![\w:])|\b(\d{1,2})\s*([ap])\.?\s?m\b\.?",
+                   re.IGNORECASE)
+_GROUPED = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w,]|\.\d)")
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:[-_./:@+][A-Za-z0-9]+)*")
+_NUMBER = re.compile(r"^(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$")
+_NAME = re.compile(r"^[A-Z][A-Za-z'&.-]*(?:\s+[A-Za-z'&.-]+){1,5}$")
+
+
+def _number(text: str) -> str:
+    value = float(text.replace(",", ""))
+    return "num:" + (f"{value:.6f}".rstrip("0").rstrip("."))
+
+
+def _date(month: int, day: int) -> str | None:
+    if 1 <= month <= 12 and 1 <= day <= 31:
+        return f"date:{month:02d}-{day:02d}"
+    return None
+
+
+def _time(hour: int, minute: int, half: str | None) -> str | None:
+    if half:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if half.lower() == "p" else 0)
+    if 0 <= hour <= 23 and 0 <= minute <= 59:
+        return f"time:{hour:02d}:{minute:02d}"
+    return None
+
+
+def typed_values(text: str) -> set[str]:
+    """The dates, times, numbers and IDs in ``text``, normalised (see the module docstring)."""
+    out: set[str] = set()
+    if not text:
+        return out
+
+    def take(pattern: re.Pattern[str], make: Any, source: str) -> str:
+        def sub(m: re.Match[str]) -> str:
+            value = make(m)
+            if value is None:
+                return m.group(0)
+            out.add(value)
+            return " "
+        return pattern.sub(sub, source)
+
+    text = take(_DATE_ISO, lambda m: _date(int(m.group(2)), int(m.group(3))), text)
+    text = take(_DATE_MD, lambda m: _date(_MONTHS[m.group(1).lower()], int(m.group(2))), text)
+    text = take(_DATE_DM, lambda m: _date(_MONTHS[m.group(2).lower()], int(m.group(1))), text)
+    text = take(_DATE_SLASH, lambda m: _date(int(m.group(1)), int(m.group(2))), text)
+    text = take(_TIME, lambda m: (_time(int(m.group(1)), int(m.group(2)), m.group(3)) if m.group(1) is not None
+                                  else _time(int(m.group(4)), 0, m.group(5))), text)
+    text = take(_GROUPED, lambda m: _number(m.group(0)), text)
+    for token in _TOKEN.findall(text):
+        if _NUMBER.match(token):
+            out.add(_number(token))
+        elif any(c.isdigit() for c in token):
+            out.add("id:" + token.lower())
+    return out
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    """``needle`` occurs in ``haystack`` as whole words (both already folded)."""
+    return bool(needle) and re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", haystack) is not None
+
+
+def _leaves(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def tool_values(content: Any) -> tuple[set[str], set[str]]:
+    """``(typed values, names)`` of one tool result: its JSON leaves, or its text."""
+    text = _text(content)
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return typed_values(text), set()
+    typed: set[str] = set()
+    names: set[str] = set()
+    for leaf in _leaves(data):
+        if isinstance(leaf, bool) or leaf is None:
+            continue
+        if isinstance(leaf, (int, float)):
+            typed.add(_number(repr(float(leaf))) if not isinstance(leaf, int) else _number(str(leaf)))
+            continue
+        leaf = str(leaf)
+        typed |= typed_values(leaf)
+        stripped = " ".join(leaf.split())
+        if len(stripped) <= 80 and _NAME.match(stripped):
+            names.add(_fold(stripped))
+    return typed, names
+
+
+def expert_facts(messages: Sequence[Message]) -> list[str]:
+    """The facts the expert gave in ``messages`` (a whole trajectory): sorted ``kind:value`` strings,
+    names as ``name:<folded text>`` (see the module docstring)."""
+    given_text = _fold(" ".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")))
+    given = typed_values(" ".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")))
+    seen_typed: set[str] = set()
+    seen_names: set[str] = set()
+    facts: set[str] = set()
+    for m in messages:
+        role = m.get("role")
+        if role == "tool":
+            typed, names = tool_values(m.get("content"))
+            seen_typed |= typed
+            seen_names |= names
+        elif role == "assistant":
+            content = _text(m.get("content"))
+            if not content:
+                continue
+            facts |= (typed_values(content) & seen_typed) - given
+            folded = _fold(content)
+            facts |= {"name:" + n for n in seen_names if _contains(folded, n) and not _contains(given_text, n)}
+    return sorted(facts)
+
+
+def agent_answer(messages: Sequence[Message]) -> str:
+    """The agent's answer for the ``facts`` rule: the text of every assistant message, joined."""
+    return "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "assistant" and _text(m.get("content")))
+
+
+def facts_given(answer: str, facts: Sequence[str], min_recall: float = 1.0) -> tuple[bool, list[str]]:
+    """Whether ``answer`` carries at least ``min_recall`` of ``facts``; returns ``(passed, missing facts)``."""
+    if not facts:
+        return True, []
+    typed = typed_values(answer)
+    folded = _fold(answer)
+    missing = [f for f in facts if not (_contains(folded, f[5:]) if f.startswith("name:") else f in typed)]
+    recall = 1.0 - len(missing) / len(facts)
+    return recall >= min_recall - 1e-9, missing
+
+
+def _calls(messages: Sequence[Message], skip_failed: bool) -> list[tuple[str, str]]:
+    """``(name, canonical arguments)`` of the assistant tool calls in ``messages``."""
+    failed: set[str] = set()
+    if skip_failed:
+        failed = {str(m.get("tool_call_id")) for m in messages
+                  if m.get("role") == "tool" and _text(m.get("content")).lstrip().startswith("Error")}
+    out = []
+    for m in messages:
+        if m.get("role") != "assistant":
+            continue
+        for call in m.get("tool_calls") or []:
+            if str(call.get("id")) in failed:
+                continue
+            fn = call.get("function") or {}
+            args = fn.get("arguments") or "{}"
+            try:
+                args = json.dumps(json.loads(args) if isinstance(args, str) else args, sort_keys=True)
+            except (json.JSONDecodeError, TypeError):
+                args = str(args)
+            out.append((str(fn.get("name", "")), args))
+    return out
+
+
+def calls_made(messages: Sequence[Message], expert_messages: Sequence[Message]) -> tuple[bool, list[str]]:
+    """Whether the agent (``messages``) made every tool call the expert made that did not fail;
+    returns ``(passed, the missing calls as NAME(ARGS))``."""
+    made = set(_calls(messages, skip_failed=False))
+    missing = [f"{name}({args})" for name, args in dict.fromkeys(_calls(expert_messages, skip_failed=True))
+               if (name, args) not in made]
+    return not missing, missing
+
+
+# --------------------------------------------------------------------------- rule: answer
+
+
+def final_answer(messages: Sequence[Message]) -> str | None:
+    """The episode's final answer: the content of the last assistant message without tool calls."""
+    for m in reversed(messages):
+        if m.get("role") == "assistant" and not m.get("tool_calls"):
+            text = _text(m.get("content")).strip()
+            return text or None
+    return None
+
+
+def accepted_answers(task: Trajectory) -> list[str]:
+    """The answers a search task accepts: ``answer_aliases``, else ``answer``, else the expert's final text."""
+    aliases = task.meta.get("answer_aliases")
+    if isinstance(aliases, list) and any(isinstance(a, str) and a.strip() for a in aliases):
+        return [a for a in aliases if isinstance(a, str) and a.strip()]
+    answer = task.meta.get("answer")
+    if isinstance(answer, str) and answer.strip():
+        return [answer]
+    final = final_answer(task.messages)
+    return [final] if final else []
+
+
+def answer_correct(answer: str | None, accepted: Sequence[str]) -> bool:
+    """The search domain's answer check (its fuzzy answer verifier) against any accepted answer."""
+    if not answer or not accepted:
+        return False
+    from pivot_envs.actions import parse_action
+    from pivot_envs.types import Pivot
+    from pivot_envs.verifiers import build_verifier
+    from pivot_envs.verifiers.defaults import ANSWER_FUZZY
+
+    verifier = build_verifier(dict(ANSWER_FUZZY))
+    action = parse_action({"role": "assistant", "content": answer})
+    for i, alias in enumerate(accepted):
+        pivot = Pivot(id=f"answer-{i}", domain="search", context=[], expert={"role": "assistant", "content": alias})
+        if verifier.verify(action, pivot).passed:
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- rule: tests
+
+
+def tests_passed(world: Any) -> tuple[bool, str]:
+    """Run the repository's tests in ``world``'s current state; ``(passed, output)``.
+
+    The world runs them: ``test_report()`` -> ``(passed, output)`` (the SWE world: the task's
+    ``test_command``, exit status 0, the run's writes not kept), else ``tests_pass()`` -> bool.
+    A world with neither raises ``TypeError``.
+    """
+    report = getattr(world, "test_report", None)
+    if report is not None:
+        passed, output = report()
+        return bool(passed), str(output or "")
+    check = getattr(world, "tests_pass", None)
+    if check is not None:
+        return bool(check()), ""
+    raise TypeError(f"the {getattr(world, 'name', type(world).__name__)!r} world cannot run tests "
+                    "(it has no test_report() or tests_pass())")
+
+
+# --------------------------------------------------------------------------- combined
+
+
+def task_success(
+    domain: str | None,
+    messages: Sequence[Message],
+    task: Trajectory,
+    *,
+    digest: str | None = None,
+    start_digest: str | None = None,
+    expert_digest: str | None = None,
+    facts: Sequence[str] | None = None,
+    world: Any = None,
+    truncated: bool = False,
+    min_fact_recall: float = 1.0,
+    rules: Sequence[str] | None = None,
+) -> SuccessResult:
+    """Whether a finished episode succeeded under ``domain``'s rules (see the module docstring).
+
+    ``messages`` is the whole episode; ``task`` the expert trajectory; ``facts`` the expert facts
+    (computed from ``task`` when ``None``); ``world`` the episode's world, for the ``tests`` rule.
+    """
+    rules = tuple(rules) if rules is not None else rules_for(domain)
+    unknown = [r for r in rules if r not in RULES]
+    if unknown:
+        raise ValueError(f"unknown success rule {unknown[0]!r}; rules: {', '.join(RULES)}")
+    if truncated:
+        return SuccessResult(False, "truncated: the agent did not finish within max_turns")
+    checks: dict[str, bool] = {}
+    details: dict[str, Any] = {}
+    reasons: list[str] = []
+    for rule in rules:
+        if rule == "state":
+            checks["state"] = state_reached(digest, expert_digest)
+            if not checks["state"]:
+                reasons.append("the final state differs from the state the expert reached")
+        elif rule == "facts":
+            if start_digest is None or expert_digest is None or start_digest != expert_digest:
+                continue  # the task changes state: the state rule decides
+            expected = list(expert_facts(task.messages) if facts is None else facts)
+            if not expected:  # nothing the expert said to check: its look-ups must have been made
+                ok, missing = calls_made(messages, task.messages)
+                checks["calls"] = ok
+                details["missing_calls"] = missing
+                if not ok:
+                    reasons.append(f"information task without stated facts: {len(missing)} of the expert's "
+                                   f"look-ups not made ({', '.join(missing[:3])})")
+                continue
+            ok, missing = facts_given(agent_answer(messages), expected, min_fact_recall)
+            checks["facts"] = ok
+            details["facts"] = expected
+            details["missing_facts"] = missing
+            if not ok:
+                reasons.append(f"information task: {len(missing)} of {len(expected)} facts not given ({', '.join(missing[:5])})")
+        elif rule == "answer":
+            answer = final_answer(messages)
+            accepted = accepted_answers(task)
+            checks["answer"] = answer_correct(answer, accepted)
+            details["answer"] = answer
+            details["accepted_answers"] = accepted
+            if not checks["answer"]:
+                reasons.append("no final answer" if answer is None else f"the final answer matches none of {accepted[:3]}")
+        elif rule == "tests":
+            if world is None:
+                raise ValueError("the tests rule needs the episode's world")
+            ok, output = tests_passed(world)
+            checks["tests"] = ok
+            details["tests_output"] = output[-2000:]
+            if not ok:
+                reasons.append("the tests fail")
+    success = all(checks.values()) if checks else False
+    if success:
+        reason = "passed: " + ", ".join(checks)
+    else:
+        reason = "; ".join(reasons) or "no rule applied"
+    return SuccessResult(success, reason, checks, details)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return "" if content is None else str(content)
