@@ -65,3 +65,17 @@ def test_at_pivot_replays_the_context_calls():
     results = world.at_pivot(WorldTask.from_pivot(pivot), pivot.context)
     recorded = [m["content"] for m in pivot.context if m.get("role") == "tool"]
     assert [r.content for r in results] == recorded
+
+
+def test_transfer_wording_is_not_state_but_the_transfer_is():
+    world = build_world("tool_use")
+    task = WorldTask(id="t", domain="tool_use", config={"world_seed": 0})
+    digests = []
+    for summary in ("Customer asks for a price match on order CL-1.", "Price-match request, order CL-1"):
+        world.start(task)
+        world.call("transfer_to_human", {"summary": summary, "priority": "normal"})
+        digests.append(world.digest())
+    world.start(task)
+    fresh = world.digest()
+    world.call("transfer_to_human", {"summary": "x", "priority": "urgent"})
+    assert digests[0] == digests[1] != fresh and world.digest() not in (fresh, digests[0])

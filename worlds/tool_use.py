@@ -3,6 +3,9 @@
 State: the JSON database built by ``build_world(world_seed)`` (the task's ``world_seed``; 0 by
 default), mutated in place by write tools. Digest: SHA-256 of the database as canonical JSON
 (sorted keys), so two episodes that made the same changes in any order have the same digest.
+The one free-text field the tools store, a ``transfer_to_human`` summary, enters the digest as
+"a transfer with this priority" without its wording: two agents who hand over the same case in
+their own words reach the same state (``world_exec`` still compares the calls' outputs).
 A tool result starting with ``Error:`` is a tool error.
 """
 
@@ -43,7 +46,8 @@ class ToolUseWorld(World):
     def digest(self) -> str:
         if self._db is None:
             raise WorldError("tool_use world: digest() before start()")
-        text = json.dumps(self._db, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        state = {**self._db, "transfers": [{**t, "summary": None} for t in self._db.get("transfers", [])]}
+        text = json.dumps(state, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def close(self) -> None:
