@@ -18,7 +18,8 @@ def run(*args):
 
 def test_list_shows_domains_env_ids_and_verifiers():
     out = run("list").output
-    for name in ("pivot/ToolUse-v0", "pivot/Terminal-v0", "pivot/SWE-v0", "pivot/Search-v0", "tool_call", "fuzzy", "exec", "judge"):
+    for name in ("pivot/ToolUse-v0", "pivot/Terminal-v0", "pivot/SWE-v0", "pivot/Search-v0", "pivot/ToolUse-Episode-v0",
+                 "pivot/Episode-v0", "tool_call", "fuzzy", "exec", "judge", "world_exec"):
         assert name in out
 
 

@@ -19,17 +19,21 @@ def list_command() -> None:
     manifest_path = DATA_DIR / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     table = Table(title="domains")
-    for col in ("domain", "env id", "default verifier", "train/test trajectories"):
+    for col in ("domain", "default verifier", "world", "train/test trajectories"):
         table.add_column(col, no_wrap=True)
     for d in all_domains():
         spec = d.verifier_spec()
         name = spec if isinstance(spec, str) else spec.get("name", "?")
         splits = manifest.get(d.name, {}).get("splits", {})
         counts = "/".join(str(splits.get(s, {}).get("trajectories", "-")) for s in ("train", "test")) if splits else "-"
-        table.add_row(d.name, d.env_id, name, counts)
+        world = "-" if d.world is None else (d.world if isinstance(d.world, str) else d.world.get("name", "?"))
+        table.add_row(d.name, name, world, counts)
     console.print(table)
-    for d in all_domains():
-        console.print(f"  [bold]{d.name}[/]: {d.description}", highlight=False)
+    for d in all_domains():  # printed as lines, not cells: env ids are never cut by a narrow terminal
+        ids = ", ".join(i for i in (d.env_id, d.episode_env_id if d.world is not None else None) if i)
+        console.print(f"  [bold]{d.name}[/]: {ids} — {d.description}", highlight=False, soft_wrap=True)
+    console.print("  generic episodes over any world: pivot/Episode-v0 (world=SPEC, tasks=...)", highlight=False,
+                  soft_wrap=True)
     vt = Table(title="verifiers")
     vt.add_column("name")
     vt.add_column("what it checks")
