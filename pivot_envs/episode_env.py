@@ -511,6 +511,8 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
     def _clear(self) -> None:
         self.pivot_id: str | None = None
         self.messages: list[Message] = []
+        self._encoded: list[tuple[Message, str]] = []  # (message, its JSON) for the observation
+        self._tools_json: str | None = None
         self._tools: list[dict[str, Any]] = []
         self._recorded: list[int] = []
         self.turns = 0
@@ -546,6 +548,7 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
             self.outcome = expert_outcome(self.world, task, self.domain_name or None, self.world_keys)
         self.world.at_pivot(world_task(task, self.domain_name or None, self.world_keys), context)
         self._tools = copy.deepcopy(list(task.tools) or self.world.tools())
+        self._tools_json = None
         self._tool_names = {str((t.get("function") or t).get("name")) for t in self._tools}
         self.user.start(task, self.messages)
 
@@ -582,15 +585,22 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         self.checks = dict(result.checks)
 
     def _observation(self) -> dict[str, str]:
-        return {"messages": json.dumps(self.messages, ensure_ascii=False),
-                "tools": json.dumps(self._tools, ensure_ascii=False)}
+        # messages are only ever appended: each is encoded once, the list text is joined per step
+        cache = self._encoded
+        if len(cache) > len(self.messages) or (cache and cache[0][0] is not self.messages[0]):
+            cache.clear()  # a new episode (reset) or messages replaced
+        for message in self.messages[len(cache):]:
+            cache.append((message, json.dumps(message, ensure_ascii=False)))
+        if self._tools_json is None:
+            self._tools_json = json.dumps(self._tools, ensure_ascii=False)
+        return {"messages": "[" + ", ".join(text for _, text in cache) + "]", "tools": self._tools_json}
 
     def _info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
             "task_id": self.task.id if self.task is not None else None,
             "pivot_id": self.pivot_id,
             "domain": self.domain_name,
-            "expert": copy.deepcopy(self.recorded_action()) if not self.done else None,
+            "expert": _copy_message(self.recorded_action()) if not self.done else None,
             "turns": self.turns,
             "tool_calls": self.tool_calls,
             "tool_errors": self.tool_errors,
@@ -601,6 +611,11 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
             info.update(success=self.success, digest=self.digest, reason=self.reason, checks=dict(self.checks),
                         truncated=self.truncated)
         return info
+
+
+def _copy_message(message: Message | None) -> Message | None:
+    """A private copy of a chat message (a JSON round trip: faster than ``copy.deepcopy`` for plain data)."""
+    return None if message is None else json.loads(json.dumps(message, ensure_ascii=False))
 
 
 # --------------------------------------------------------------------------- batched play

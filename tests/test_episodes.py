@@ -480,3 +480,18 @@ def test_eval_episodes_reports_task_success_beside_per_turn_accuracy(tmp_path_fa
     assert report["overall"]["episodes"]["episodes"] == 3 and report["settings"]["episodes"]["max_turns"] == 3
     bad = _cli("eval", "--model", tiny.final, "--pivots", tiny.pivots_path, "--episodes")
     assert bad.exit_code == 2 and "--episodes: episodes=True plays the tasks of bundled" in bad.output
+
+
+def test_observation_is_the_json_of_the_messages_after_every_step():
+    import json as _json
+
+    env = EpisodeEnv(domain="tool_use", split="test")
+    for start in episode_starts(env)[:3]:
+        obs, _ = env.reset(options=start.options())
+        assert obs["messages"] == _json.dumps(env.messages, ensure_ascii=False)
+        while (action := env.recorded_action()) is not None:
+            obs, _, terminated, truncated, info = env.step(action)
+            assert obs["messages"] == _json.dumps(env.messages, ensure_ascii=False)
+            assert obs["tools"] == _json.dumps(env._tools, ensure_ascii=False)
+            if terminated or truncated:
+                break
