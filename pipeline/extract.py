@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from pivot_envs.domains import Domain, get_domain
-from pivot_envs.types import Fixture, Message, Pivot, Trajectory, stable_hash
+from pivot_envs.types import Fixture, Message, Pivot, Trajectory, content_text, stable_hash
 
 
 @dataclass
@@ -120,7 +120,7 @@ def _skip_reason(messages: list[Message], i: int, skip_chat: bool, skip_errors: 
     msg = messages[i]
     if not msg.get("tool_calls"):
         return "chat_only" if skip_chat else None
-    if skip_errors and any(error_re.search(_text(m.get("content"))) for m in tool_results(messages, i)):
+    if skip_errors and any(error_re.search(content_text(m.get("content"))) for m in tool_results(messages, i)):
         return "tool_error"
     return None
 
@@ -137,12 +137,6 @@ def tool_results(messages: list[Message], i: int) -> list[Message]:
     return out
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
-    return "" if content is None else str(content)
 
 
 def normalized_action(message: Message) -> Any:
@@ -158,7 +152,7 @@ def normalized_action(message: Message) -> Any:
         calls.append([fn.get("name"), args])
     if calls:
         return sorted(calls)
-    return " ".join(_text(message.get("content")).split()).lower()
+    return " ".join(content_text(message.get("content")).split()).lower()
 
 
 def normalized_context(messages: list[Message]) -> list[Any]:
@@ -168,7 +162,7 @@ def normalized_context(messages: list[Message]) -> list[Any]:
         if m.get("role") == "assistant":
             out.append(["assistant", normalized_action(m)])
         else:
-            out.append([m.get("role"), " ".join(_text(m.get("content")).split())])
+            out.append([m.get("role"), " ".join(content_text(m.get("content")).split())])
     return out
 
 

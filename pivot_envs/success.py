@@ -54,7 +54,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from pivot_envs.types import Message, Trajectory
+from pivot_envs.types import Message, Trajectory, content_text
 
 RULES = ("state", "facts", "answer", "tests")
 
@@ -195,7 +195,7 @@ def _leaves(value: Any) -> Iterable[Any]:
 
 def tool_values(content: Any) -> tuple[set[str], set[str]]:
     """``(typed values, names)`` of one tool result: its JSON leaves, or its text."""
-    text = _text(content)
+    text = content_text(content)
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, ValueError):
@@ -219,8 +219,8 @@ def tool_values(content: Any) -> tuple[set[str], set[str]]:
 def expert_facts(messages: Sequence[Message]) -> list[str]:
     """The facts the expert gave in ``messages`` (a whole trajectory): sorted ``kind:value`` strings,
     names as ``name:<folded text>`` (see the module docstring)."""
-    given_text = _fold(" ".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")))
-    given = typed_values(" ".join(_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")))
+    given_text = _fold(" ".join(content_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")))
+    given = typed_values(" ".join(content_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")))
     seen_typed: set[str] = set()
     seen_names: set[str] = set()
     facts: set[str] = set()
@@ -231,7 +231,7 @@ def expert_facts(messages: Sequence[Message]) -> list[str]:
             seen_typed |= typed
             seen_names |= names
         elif role == "assistant":
-            content = _text(m.get("content"))
+            content = content_text(m.get("content"))
             if not content:
                 continue
             facts |= (typed_values(content) & seen_typed) - given
@@ -242,7 +242,7 @@ def expert_facts(messages: Sequence[Message]) -> list[str]:
 
 def agent_answer(messages: Sequence[Message]) -> str:
     """The agent's answer for the ``facts`` rule: the text of every assistant message, joined."""
-    return "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "assistant" and _text(m.get("content")))
+    return "\n".join(content_text(m.get("content")) for m in messages if m.get("role") == "assistant" and content_text(m.get("content")))
 
 
 def facts_given(answer: str, facts: Sequence[str], min_recall: float = 1.0) -> tuple[bool, list[str]]:
@@ -261,7 +261,7 @@ def _calls(messages: Sequence[Message], skip_failed: bool) -> list[tuple[str, st
     failed: set[str] = set()
     if skip_failed:
         failed = {str(m.get("tool_call_id")) for m in messages
-                  if m.get("role") == "tool" and _text(m.get("content")).lstrip().startswith("Error")}
+                  if m.get("role") == "tool" and content_text(m.get("content")).lstrip().startswith("Error")}
     out = []
     for m in messages:
         if m.get("role") != "assistant":
@@ -295,7 +295,7 @@ def final_answer(messages: Sequence[Message]) -> str | None:
     """The episode's final answer: the content of the last assistant message without tool calls."""
     for m in reversed(messages):
         if m.get("role") == "assistant" and not m.get("tool_calls"):
-            text = _text(m.get("content")).strip()
+            text = content_text(m.get("content")).strip()
             return text or None
     return None
 
@@ -427,11 +427,3 @@ def task_success(
     else:
         reason = "; ".join(reasons) or "no rule applied"
     return SuccessResult(success, reason, checks, details)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
-    return "" if content is None else str(content)

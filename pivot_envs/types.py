@@ -20,6 +20,16 @@ Tool = dict[str, Any]
 """An OpenAI tool spec: ``{"type": "function", "function": {"name", "description", "parameters"}}``."""
 
 
+def content_text(content: Any) -> str:
+    """The text of a message's ``content``: a string as is, a list of content parts joined (their
+    ``text``), ``None`` as ``""``."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return "" if content is None else str(content)
+
+
 def stable_hash(*parts: Any, length: int = 16) -> str:
     """A short, stable hex digest of JSON-serialisable parts (sorted keys)."""
     text = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
-from pivot_envs.types import Message, Trajectory
+from pivot_envs.types import Message, Trajectory, content_text
 
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
 """What an LLM user writes to end the conversation (tau-bench / tau2-bench)."""
@@ -106,7 +106,7 @@ class ScriptedUser(UserSimulator):
         self._turns: list[str] = []
 
     def start(self, task: Trajectory, context: Sequence[Message]) -> None:
-        recorded = [_text(m.get("content")) for m in task.messages if m.get("role") == "user"]
+        recorded = [content_text(m.get("content")) for m in task.messages if m.get("role") == "user"]
         said = sum(1 for m in context if m.get("role") == "user")
         self._turns = recorded[max(said, 1):]
 
@@ -188,7 +188,7 @@ class LLMUser(UserSimulator):
                               {"role": "user", "content": AGENT_GREETING}]
         for m in messages:
             role = m.get("role")
-            text = _text(m.get("content")).strip()
+            text = content_text(m.get("content")).strip()
             if role == "user" and text:
                 out.append({"role": "assistant", "content": text})
             elif role == "assistant" and not m.get("tool_calls") and text:
@@ -252,7 +252,7 @@ def task_instruction(task: Trajectory) -> str:
         return instruction.strip()
     for m in task.messages:
         if m.get("role") == "user":
-            return _text(m.get("content")).strip()
+            return content_text(m.get("content")).strip()
     return ""
 
 
@@ -312,11 +312,3 @@ def build_user(spec: UserSpec) -> UserSimulator:
         except TypeError as exc:
             raise ValueError(f"bad user simulator {spec!r}: {exc}") from None
     raise ValueError(f"bad user simulator {spec!r}: expected one of {', '.join(VALID_FORMS)}")
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
-    return "" if content is None else str(content)

@@ -51,7 +51,8 @@ from typing import Any, Sequence
 
 from pivot_envs.envs_data.generators import swe as gen
 from pivot_envs.types import Fixture
-from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, parse_arguments
+from pivot_envs.worlds.base import ToolResult, WorldError, WorldTask, parse_arguments
+from pivot_envs.worlds.sandboxed import SandboxedWorld
 
 EMPTY_OUTPUT = "Your command ran successfully and did not produce any output."
 SHELL_SYNTAX = set("|&;<>()$`*?[]{}~!\\\n")
@@ -135,40 +136,16 @@ def _shown(output: str) -> str:
     return output if output.strip() else EMPTY_OUTPUT
 
 
-class SWEWorld(World):
+class SWEWorld(SandboxedWorld):
     """A repository with SWE-agent's tools; code runs in a sandbox (see the module docstring).
 
-    Args:
-        backend: ``"bwrap"``, ``"docker"`` or ``"auto"`` (bwrap, else docker; never the host).
-        timeout_s: wall-clock limit of one run (the generator's was 10 s, and its message says so).
-        cpu_time_s: CPU seconds per process of a run.
-        setup_timeout_s: wall-clock limit of the fixture's setup script.
-        memory_mb, max_processes, max_file_size_mb, max_output_bytes, max_disk_mb: sandbox limits.
-        docker_image: image of the docker backend.
+    Settings: :class:`~pivot_envs.worlds.sandboxed.SandboxedWorld` (``timeout_s`` defaults to the generator's run limit).
     """
 
     name = "swe"
 
-    def __init__(self, backend: str = "auto", timeout_s: float = float(gen.RUN_TIMEOUT_S), cpu_time_s: float = 10.0,
-                 setup_timeout_s: float = 120.0, memory_mb: int = 1024, max_processes: int = 64,
-                 max_file_size_mb: int = 16, max_output_bytes: int = 1_000_000, max_disk_mb: int = 64,
-                 docker_image: str | None = None) -> None:
-        from pivot_envs.verifiers.sandbox import SandboxLimits
-
-        for key, value in (("timeout_s", timeout_s), ("cpu_time_s", cpu_time_s), ("setup_timeout_s", setup_timeout_s)):
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"swe world: {key} must be a positive number, got {value!r}")
-        self._params: dict[str, Any] = {
-            "backend": backend, "timeout_s": timeout_s, "cpu_time_s": cpu_time_s, "setup_timeout_s": setup_timeout_s,
-            "memory_mb": memory_mb, "max_processes": max_processes, "max_file_size_mb": max_file_size_mb,
-            "max_output_bytes": max_output_bytes, "max_disk_mb": max_disk_mb, "docker_image": docker_image,
-        }
-        self.limits = SandboxLimits(memory_mb=memory_mb, max_processes=max_processes,
-                                    max_file_size_mb=max_file_size_mb, max_output_bytes=max_output_bytes,
-                                    max_disk_mb=max_disk_mb)
-        self.timeout_s = float(timeout_s)
-        self.cpu_time_s = float(cpu_time_s)
-        self.setup_timeout_s = float(setup_timeout_s)
+    def __init__(self, timeout_s: float = float(gen.RUN_TIMEOUT_S), **sandbox: Any) -> None:
+        super().__init__(timeout_s=timeout_s, **sandbox)
         self.test_command = gen.TEST_COMMAND
         self._repo: _Repo | None = None
         self._session: Any = None
@@ -180,9 +157,6 @@ class SWEWorld(World):
         self._failed_run = False  # the last run was killed (timeout, output cap, a limit's signal)
 
     # ------------------------------------------------------------------ protocol
-
-    def config(self) -> dict[str, Any]:
-        return {"name": self.name, **self._params}
 
     def tools(self) -> list[dict[str, Any]]:
         return [dict(t) for t in (self._tools or gen.TOOLS)]

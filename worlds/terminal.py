@@ -51,7 +51,8 @@ from collections import OrderedDict
 from typing import Any
 
 from pivot_envs.types import Fixture
-from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, parse_arguments
+from pivot_envs.worlds.base import ToolResult, WorldError, WorldTask, parse_arguments
+from pivot_envs.worlds.sandboxed import SandboxedWorld
 
 DEFAULT_WORKDIR = "/workspace"
 SETUP_CACHE_SIZE = 16
@@ -64,49 +65,21 @@ MAX_COMMAND_BYTES = 131071
 """Longest command (UTF-8 bytes): it is one argument of ``bash -c`` (Linux's MAX_ARG_STRLEN)."""
 
 
-class TerminalWorld(World):
+class TerminalWorld(SandboxedWorld):
     """Shell tasks on a fixture's work tree; one ``bash`` tool (see the module docstring).
 
-    Args:
-        backend: ``"bwrap"``, ``"docker"`` or ``"auto"`` (bwrap, else docker; never the host).
-        timeout_s: wall-clock limit of one command (against hangs).
-        cpu_time_s: CPU seconds per process of a command (against runaway computations: SIGXCPU).
-        setup_timeout_s: wall-clock limit of the fixture's setup script.
-        memory_mb, max_processes, max_file_size_mb, max_output_bytes, max_disk_mb: sandbox limits
-            (:class:`~pivot_envs.verifiers.sandbox.SandboxLimits`).
-        docker_image: image of the docker backend.
+    Settings: :class:`~pivot_envs.worlds.sandboxed.SandboxedWorld`.
     """
 
     name = "terminal"
 
-    def __init__(self, backend: str = "auto", timeout_s: float = 30.0, cpu_time_s: float = 10.0,
-                 setup_timeout_s: float = 120.0, memory_mb: int = 1024, max_processes: int = 64,
-                 max_file_size_mb: int = 16, max_output_bytes: int = 1_000_000, max_disk_mb: int = 64,
-                 docker_image: str | None = None) -> None:
-        from pivot_envs.verifiers.sandbox import SandboxLimits
-
-        for key, value in (("timeout_s", timeout_s), ("cpu_time_s", cpu_time_s), ("setup_timeout_s", setup_timeout_s)):
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"terminal world: {key} must be a positive number, got {value!r}")
-        self._params: dict[str, Any] = {
-            "backend": backend, "timeout_s": timeout_s, "cpu_time_s": cpu_time_s, "setup_timeout_s": setup_timeout_s,
-            "memory_mb": memory_mb, "max_processes": max_processes, "max_file_size_mb": max_file_size_mb,
-            "max_output_bytes": max_output_bytes, "max_disk_mb": max_disk_mb, "docker_image": docker_image,
-        }
-        self.limits = SandboxLimits(memory_mb=memory_mb, max_processes=max_processes,
-                                    max_file_size_mb=max_file_size_mb, max_output_bytes=max_output_bytes,
-                                    max_disk_mb=max_disk_mb)
-        self.timeout_s = float(timeout_s)
-        self.cpu_time_s = float(cpu_time_s)
-        self.setup_timeout_s = float(setup_timeout_s)
+    def __init__(self, **sandbox: Any) -> None:
+        super().__init__(**sandbox)
         self._session: Any = None
         self._tools: list[dict[str, Any]] = []
         self._setups: OrderedDict[str, Any] = OrderedDict()  # fixture key -> post-setup state
 
     # ------------------------------------------------------------------ protocol
-
-    def config(self) -> dict[str, Any]:
-        return {"name": self.name, **self._params}
 
     def tools(self) -> list[dict[str, Any]]:
         if self._tools:
