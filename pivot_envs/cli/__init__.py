@@ -16,11 +16,13 @@ COMMAND_MODULES = [
     "data_cmd",
     "env_cmd",
     "verify_cmd",
+    "export_cmd",
     "profile_cmd",
     "play_cmd",
     "train_cmd",
     "model_cmd",
     "demo_cmd",
+    "serve_cmd",
 ]
 
 app = typer.Typer(

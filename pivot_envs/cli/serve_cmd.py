@@ -1,0 +1,60 @@
+"""``pivot-envs serve``: the envs and verifiers over HTTP (FastAPI + uvicorn).
+
+NeMo Gym's resources-server protocol (``/seed_session``, ``/verify``, ``/verify_batch``), gymnasium
+over HTTP (``/reset``, ``/step``, ``/step_many``, ``DELETE /sessions/{id}``), ``/health`` and
+``/metrics`` (Prometheus text; ``?format=json``). See :mod:`pivot_envs.serve.app`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from pivot_envs.cli.common import fail
+
+
+def serve_command(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (0.0.0.0 exposes the server to the network)."),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    workers: int = typer.Option(1, "--workers", min=1, help="uvicorn worker processes (metrics and sessions are per worker)."),
+    domain: Optional[List[str]] = typer.Option(None, "--domain", help="Serve this domain's envs (repeatable; default: all)."),
+    verifier: Optional[str] = typer.Option(None, "--verifier", "-v", help="Verifier name for /verify and pivot envs (default: each pivot's domain default)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Verifier config file (YAML, TOML or JSON: {name: ..., params...})."),
+    session_ttl: float = typer.Option(600.0, "--session-ttl", min=1.0, help="Seconds after which an idle gym session is closed."),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+) -> None:
+    """Serve the envs and verifiers over HTTP (NeMo Gym resources server + gymnasium over HTTP)."""
+    try:
+        import uvicorn  # noqa: F401
+        import fastapi  # noqa: F401
+    except ImportError:
+        fail("pivot-envs serve needs FastAPI and uvicorn: pip install 'pivot-envs[serve]'")
+    from pivot_envs.cli.verify_cmd import _spec
+    from pivot_envs.domains import domain_names
+
+    spec = _spec(verifier, config)  # checked by building it; fails with the flag named
+    known = domain_names()
+    for d in domain or []:
+        if d not in known:
+            fail(f"--domain {d}: unknown domain; known: {', '.join(known)}")
+    settings = {"domains": list(domain) if domain else None, "verifier": spec, "session_ttl_s": session_ttl}
+    import uvicorn
+
+    if workers > 1:
+        from pivot_envs.serve.app import CONFIG_ENV
+
+        os.environ[CONFIG_ENV] = json.dumps(settings)
+        uvicorn.run("pivot_envs.serve.app:app_from_env", factory=True, host=host, port=port, workers=workers,
+                    log_level=log_level)
+    else:
+        from pivot_envs.serve.app import create_app
+
+        uvicorn.run(create_app(**settings), host=host, port=port, log_level=log_level)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_command)

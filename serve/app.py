@@ -1,0 +1,315 @@
+"""The ``pivot-envs serve`` FastAPI app.
+
+Faces:
+
+* ``GET /health`` -> ``{"status": "ok", "domains", "env_ids", "sessions", "verifier", "pid"}``;
+* ``GET /metrics`` -> Prometheus text format (``?format=json`` for JSON): requests by route and
+  status, verified rows, verifier errors, bad rows, latency sums/counts and p50/p99 per route, live
+  sessions. Counters are per process: with ``--workers N`` each worker counts its own requests;
+* NeMo Gym's resources-server protocol (:mod:`pivot_envs.serve.nemo_gym`): ``POST /seed_session``,
+  ``POST /verify``, ``POST /verify_batch``;
+* gymnasium over HTTP (:mod:`pivot_envs.serve.gym_http`): ``POST /reset``, ``/step``, ``/step_many``,
+  ``GET /sessions``, ``DELETE /sessions/{id}``;
+* rollouts as a service, when :mod:`pivot_envs.serve.rollouts` exists (its ``build_router(state)``).
+
+Errors: a malformed body is a 4xx whose JSON ``detail`` names the field (FastAPI's 422 ``loc`` for
+pydantic bodies; ``{"field", "message"}`` otherwise); an unknown session is a 404; an unknown env id a
+400 listing the known ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import threading
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel, ConfigDict
+
+from pivot_envs.serve import nemo_gym
+from pivot_envs.serve.gym_http import SessionError, SessionStore
+
+CONFIG_ENV = "PIVOT_ENVS_SERVE_CONFIG"
+"""Environment variable carrying create_app's arguments (JSON) to the workers of ``--workers N``."""
+ROLLOUTS_MODULE = "pivot_envs.serve.rollouts"
+
+
+# ------------------------------------------------------------------------------------- metrics
+class Metrics:
+    """Thread-safe request/verify counters and latency windows (the last 4096 latencies per route)."""
+
+    def __init__(self, window: int = 4096):
+        self._lock = threading.Lock()
+        self.requests: dict[tuple[str, int], int] = defaultdict(int)
+        self.latency_sum: dict[str, float] = defaultdict(float)
+        self.latency_count: dict[str, int] = defaultdict(int)
+        self.latencies: dict[str, deque] = defaultdict(lambda: deque(maxlen=window))
+        self.verified = 0
+        self.verify_errors = 0
+        self.bad_rows = 0
+        self.errors = 0  # 5xx answers
+        self.started = time.time()
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        with self._lock:
+            self.requests[(route, status)] += 1
+            self.latency_sum[route] += seconds
+            self.latency_count[route] += 1
+            self.latencies[route].append(seconds)
+            if status >= 500:
+                self.errors += 1
+
+    def count_verified(self, answers: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for a in answers:
+                if a.get("field") is not None:
+                    self.bad_rows += 1
+                else:
+                    self.verified += 1
+                    if a.get("error"):
+                        self.verify_errors += 1
+
+    def snapshot(self, sessions: int = 0) -> dict[str, Any]:
+        with self._lock:
+            routes = {}
+            for route, count in self.latency_count.items():
+                window = sorted(self.latencies[route])
+                routes[route] = {"count": count, "latency_sum_s": self.latency_sum[route],
+                                 "p50_s": _quantile(window, 0.5), "p99_s": _quantile(window, 0.99)}
+            return {"pid": os.getpid(), "uptime_s": time.time() - self.started,
+                    "requests": [{"route": r, "status": s, "count": c} for (r, s), c in sorted(self.requests.items())],
+                    "routes": routes, "verified_rows": self.verified, "verify_errors": self.verify_errors,
+                    "bad_rows": self.bad_rows, "server_errors": self.errors, "sessions": sessions}
+
+    def prometheus(self, sessions: int = 0) -> str:
+        snap = self.snapshot(sessions)
+        lines = ["# HELP pivot_envs_requests_total HTTP requests by route and status.",
+                 "# TYPE pivot_envs_requests_total counter"]
+        for r in snap["requests"]:
+            lines.append(f'pivot_envs_requests_total{{route="{r["route"]}",status="{r["status"]}"}} {r["count"]}')
+        lines += ["# HELP pivot_envs_request_latency_seconds Request latency by route.",
+                  "# TYPE pivot_envs_request_latency_seconds summary"]
+        for route, s in sorted(snap["routes"].items()):
+            lines.append(f'pivot_envs_request_latency_seconds{{route="{route}",quantile="0.5"}} {s["p50_s"]:.6f}')
+            lines.append(f'pivot_envs_request_latency_seconds{{route="{route}",quantile="0.99"}} {s["p99_s"]:.6f}')
+            lines.append(f'pivot_envs_request_latency_seconds_sum{{route="{route}"}} {s["latency_sum_s"]:.6f}')
+            lines.append(f'pivot_envs_request_latency_seconds_count{{route="{route}"}} {s["count"]}')
+        for name, key, help_ in (("pivot_envs_verified_rows_total", "verified_rows", "Rows scored by a verifier."),
+                                 ("pivot_envs_verify_errors_total", "verify_errors", "Rows whose verifier failed (error set)."),
+                                 ("pivot_envs_bad_rows_total", "bad_rows", "Malformed rows of /verify_batch."),
+                                 ("pivot_envs_server_errors_total", "server_errors", "5xx answers.")):
+            lines += [f"# HELP {name} {help_}", f"# TYPE {name} counter", f"{name} {snap[key]}"]
+        lines += ["# HELP pivot_envs_sessions Live gym sessions.", "# TYPE pivot_envs_sessions gauge",
+                  f"pivot_envs_sessions {sessions}"]
+        return "\n".join(lines) + "\n"
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+# ------------------------------------------------------------------------------------- state
+@dataclass
+class ServeState:
+    """What the routers share (the rollouts router gets this too)."""
+
+    domains: list[str]
+    verifier: Any
+    resolver: Any
+    sessions: SessionStore
+    metrics: Metrics
+    env_ids: dict[str, str] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------- bodies
+class ResetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    env_id: str
+    options: Optional[dict[str, Any]] = None
+    seed: Optional[int] = None
+    session_id: Optional[str] = None
+    kwargs: Optional[dict[str, Any]] = None
+
+
+class StepBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_id: str
+    action: Union[str, dict[str, Any]]
+
+
+class StepManyBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_id: str
+    actions: list[Union[str, dict[str, Any]]]
+
+
+# ------------------------------------------------------------------------------------- app
+def create_app(domains: list[str] | None = None, verifier: Any = None, *, session_ttl_s: float = 600.0,
+               max_sessions: int = 4096, include_rollouts: bool = True) -> FastAPI:
+    """The serve app.
+
+    Args:
+        domains: the domains whose envs are served (``None``: every registered domain).
+        verifier: a verifier name or config for ``/verify`` and the pivot envs (``None``: each pivot's
+            domain default).
+        session_ttl_s: idle seconds after which a gym session is closed.
+        max_sessions: the most live gym sessions.
+        include_rollouts: mount :mod:`pivot_envs.serve.rollouts` when it exists.
+    """
+    import pivot_envs  # noqa: F401  (registers the built-in domains and env ids)
+    from pivot_envs.domains import all_domains, get_domain
+    from pivot_envs.verifiers.batch import VerifierResolver
+
+    if domains:
+        chosen = [get_domain(d) for d in domains]  # KeyError/ValueError names unknown domains
+    else:
+        chosen = all_domains()
+    env_ids: dict[str, str] = {}
+    for d in chosen:
+        env_ids[d.env_id] = "pivot"
+        if d.world is not None and d.episode_env_id:
+            env_ids[d.episode_env_id] = "episode"
+    resolver = VerifierResolver(verifier)
+    state = ServeState(domains=[d.name for d in chosen], verifier=verifier, resolver=resolver,
+                       sessions=SessionStore(env_ids, verifier=verifier, ttl_s=session_ttl_s, max_sessions=max_sessions),
+                       metrics=Metrics(), env_ids=env_ids)
+    verify_domain = "tool_use" if "tool_use" in state.domains or not state.domains else state.domains[0]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        yield
+        state.sessions.close_all()
+
+    app = FastAPI(title="pivot-envs serve", version="0.1.0", lifespan=lifespan)
+    app.state.serve = state
+
+    @app.middleware("http")
+    async def _observe(request: Request, call_next):
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route = request.scope.get("route")
+            path = getattr(route, "path", None) or "<unmatched>"
+            state.metrics.observe(path, status, time.perf_counter() - t0)
+
+    @app.exception_handler(SessionError)
+    async def _session_error(request: Request, exc: SessionError):
+        return JSONResponse(status_code=exc.status, content={"detail": exc.detail})
+
+    @app.exception_handler(nemo_gym.BodyError)
+    async def _body_error(request: Request, exc: nemo_gym.BodyError):
+        return JSONResponse(status_code=422, content={"detail": exc.detail()})
+
+    # ---- health / metrics
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "domains": state.domains, "env_ids": sorted(env_ids), "sessions": len(state.sessions),
+                "verifier": resolver.config(), "pid": os.getpid()}
+
+    @app.get("/metrics")
+    def metrics(format: str = "prometheus"):
+        n = len(state.sessions)
+        if format == "json":
+            return state.metrics.snapshot(n)
+        return PlainTextResponse(state.metrics.prometheus(n), media_type="text/plain; version=0.0.4")
+
+    # ---- NeMo Gym resources server
+    async def _json_body(request: Request, spans: bool = False) -> Any:
+        try:
+            raw = (await request.body()).decode()
+            return nemo_gym.decode_with_spans(raw) if spans else json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise nemo_gym.BodyError("<body>", f"not valid JSON: {exc}") from None
+
+    @app.post("/seed_session")
+    async def seed_session(request: Request) -> dict[str, Any]:
+        raw = await request.body()
+        if raw.strip():
+            body = await _json_body(request)
+            if not isinstance(body, dict):
+                raise nemo_gym.BodyError("<body>", "must be a JSON object")
+        return {}
+
+    def _verify_one(body: Any, raw: str) -> Response:
+        if not isinstance(body, dict):
+            raise nemo_gym.BodyError("<body>", f"must be a JSON object, got {type(body).__name__}")
+        nemo_gym.parse_verify_body(body, verify_domain)  # a bad body is a 422 naming the field
+        out = nemo_gym.verify_rows([body], resolver, verify_domain)[0]
+        state.metrics.count_verified([out])
+        return Response(nemo_gym.encode_answer(out, body, raw.strip()), media_type="application/json")
+
+    @app.post("/verify")
+    async def verify(request: Request):
+        try:
+            raw = (await request.body()).decode()
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise nemo_gym.BodyError("<body>", f"not valid JSON: {exc}") from None
+        return await run_in_threadpool(_verify_one, body, raw)
+
+    def _verify_many(rows: list[Any], spans: list[str] | None) -> Response:
+        out = nemo_gym.verify_rows(rows, resolver, verify_domain)
+        state.metrics.count_verified(out)
+        spans = spans if spans is not None else [None] * len(rows)
+        text = "[" + ", ".join(nemo_gym.encode_answer(a, r, s) for a, r, s in zip(out, rows, spans)) + "]"
+        return Response(text, media_type="application/json")
+
+    @app.post("/verify_batch")
+    async def verify_batch(request: Request):
+        body, spans = await _json_body(request, spans=True)
+        if isinstance(body, dict) and isinstance(body.get("rows"), list):
+            body, spans = body["rows"], None
+        if not isinstance(body, list):
+            raise nemo_gym.BodyError("<body>", "must be a JSON list of verify rows (or {\"rows\": [...]})")
+        return await run_in_threadpool(_verify_many, body, spans)
+
+    # ---- gymnasium over HTTP
+    @app.post("/reset")
+    def reset(body: ResetBody) -> dict[str, Any]:
+        return state.sessions.reset(body.env_id, body.options, body.seed, body.session_id, body.kwargs)
+
+    @app.post("/step")
+    def step(body: StepBody) -> dict[str, Any]:
+        return state.sessions.step(body.session_id, body.action)
+
+    @app.post("/step_many")
+    def step_many(body: StepManyBody) -> dict[str, Any]:
+        return state.sessions.step_many(body.session_id, body.actions)
+
+    @app.get("/sessions")
+    def sessions() -> dict[str, Any]:
+        return {"sessions": state.sessions.list(), "ttl_s": state.sessions.ttl_s}
+
+    @app.delete("/sessions/{session_id}")
+    def delete_session(session_id: str) -> dict[str, Any]:
+        if not state.sessions.delete(session_id):
+            raise SessionError(404, {"field": "session_id", "message": f"unknown session {session_id!r}"})
+        return {"session_id": session_id, "closed": True}
+
+    # ---- rollouts as a service (another module; mounted when present)
+    if include_rollouts and importlib.util.find_spec(ROLLOUTS_MODULE) is not None:
+        module = importlib.import_module(ROLLOUTS_MODULE)
+        app.include_router(module.build_router(state))
+
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """App factory for ``uvicorn --factory`` (``--workers N``): create_app's arguments from ``$PIVOT_ENVS_SERVE_CONFIG``."""
+    config = json.loads(os.environ.get(CONFIG_ENV) or "{}")
+    return create_app(**config)
