@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]  # benchmarks/profile.py shadows the stdlib
 sys.path.insert(0, str(ROOT / "tests"))
 
 from servers import start_transformers_serve  # noqa: E402

@@ -190,6 +190,9 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
     async def lifespan(_app: FastAPI):
         yield
         state.sessions.close_all()
+        service = getattr(_app.state, "rollouts", None)
+        if service is not None:  # stop the rollout pipeline's workers and close its backend clients
+            await service.aclose()
 
     app = FastAPI(title="pivot-envs serve", version="0.1.0", lifespan=lifespan)
     app.state.serve = state
@@ -304,7 +307,9 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
     # ---- rollouts as a service (another module; mounted when present)
     if include_rollouts and importlib.util.find_spec(ROLLOUTS_MODULE) is not None:
         module = importlib.import_module(ROLLOUTS_MODULE)
-        app.include_router(module.build_router(state))
+        router = module.build_router(state)
+        app.state.rollouts = getattr(router, "service", None)
+        app.include_router(router)
 
     return app
 

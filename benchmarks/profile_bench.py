@@ -2,10 +2,10 @@
 
 Usage::
 
-    python benchmarks/profile.py                   # builds a tiny reference model (~1 min), ~4 min in all
-    python benchmarks/profile.py --model DIR       # reuse a model folder (e.g. from build_reference_model)
-    python benchmarks/profile.py --no-hf           # model-free figures only (noisy_expert)
-    python benchmarks/profile.py --no-ray
+    python benchmarks/profile_bench.py                   # builds a tiny reference model (~1 min), ~4 min in all
+    python benchmarks/profile_bench.py --model DIR       # reuse a model folder (e.g. from build_reference_model)
+    python benchmarks/profile_bench.py --no-hf           # model-free figures only (noisy_expert)
+    python benchmarks/profile_bench.py --no-ray
 
 Figures (K = ``--k`` samples per pivot, tool_use pivots of the bundled test split):
 
