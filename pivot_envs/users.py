@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -65,7 +66,7 @@ class UserTurn:
     done: bool = False
 
 
-class UserSimulator:
+class UserSimulator(ABC):
     """Base class: subclasses set ``kind`` and implement :meth:`reply` (and :meth:`start` when they keep state)."""
 
     kind: ClassVar[str] = "base"
@@ -73,9 +74,9 @@ class UserSimulator:
     def start(self, task: Trajectory, context: Sequence[Message]) -> None:
         """A new episode of ``task`` begins at ``context`` (the messages the agent sees first)."""
 
+    @abstractmethod
     def reply(self, messages: Sequence[Message]) -> UserTurn:
         """The user's answer to the last message of ``messages`` (an assistant message without tool calls)."""
-        raise NotImplementedError
 
     def config(self) -> dict[str, Any]:
         """What rebuilds this simulator: ``build_user(sim.config())``."""

@@ -24,6 +24,7 @@ tool that refuses its input (unknown id, bad arguments) is a normal :class:`Tool
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -92,26 +93,26 @@ def _world_keys(domain: str) -> Sequence[str]:
     return get_domain(domain).world_keys
 
 
-class World:
-    """Base class of worlds. Subclasses set ``name`` and implement the four methods below."""
+class World(ABC):
+    """Base class of worlds. Subclasses set ``name`` and implement the four abstract methods below."""
 
     name: ClassVar[str] = "base"
 
+    @abstractmethod
     def tools(self) -> list[dict[str, Any]]:
         """The OpenAI tool specs this world executes (after :meth:`start`)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def start(self, task: WorldTask) -> None:
         """A fresh state at ``task``'s start (whatever an earlier episode did is gone)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def call(self, name: str, arguments: str | dict[str, Any]) -> ToolResult:
         """Execute one tool call on the current state."""
-        raise NotImplementedError
 
+    @abstractmethod
     def digest(self) -> str:
         """A stable hash of the observable state: equal states, equal digests."""
-        raise NotImplementedError
 
     def close(self) -> None:
         """Release processes, sandboxes and folders (idempotent)."""

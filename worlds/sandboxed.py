@@ -1,10 +1,16 @@
-"""What the sandboxed worlds (``terminal``, ``swe``) share: their sandbox settings and ``config()``."""
+"""What the sandboxed worlds (``terminal``, ``swe``) share: sandbox settings, ``config()``, and opening a
+task's sandbox session at its post-setup state (cached per fixture)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
-from pivot_envs.worlds.base import World
+from pivot_envs.types import Fixture
+from pivot_envs.worlds.base import World, WorldError
+
+SETUP_CACHE_SIZE = 16
+"""Post-setup states kept per world (fixture key -> files), so a task's setup script runs once."""
 
 
 class SandboxedWorld(World):
@@ -40,6 +46,44 @@ class SandboxedWorld(World):
         self.timeout_s = float(timeout_s)
         self.cpu_time_s = float(cpu_time_s)
         self.setup_timeout_s = float(setup_timeout_s)
+        self._setups: OrderedDict[str, Any] = OrderedDict()  # fixture key -> post-setup state
+
+    def open_session(self, task_id: str, fixture: Fixture, files: dict[str, bytes], setup_script: str) -> Any:
+        """A sandbox session on ``fixture``'s work dir at its post-setup state: ``files`` with
+        ``setup_script`` run once (when the fixture has a setup), then taken from the cache.
+
+        Raises :class:`WorldError` naming the task when the sandbox, the files or the setup fail.
+        """
+        from pivot_envs.verifiers.sandbox import SandboxUnavailable
+        from pivot_envs.verifiers.sandbox.session import SandboxSession, files_state
+
+        try:
+            session = SandboxSession(fixture.workdir, self._params["backend"], self.limits, self.cpu_time_s,
+                                     docker_image=self._params["docker_image"])
+        except SandboxUnavailable as exc:
+            raise WorldError(f"{self.name} world: {exc}") from None
+        except ValueError as exc:
+            raise WorldError(f"{self.name} world: task {task_id}: {exc}") from None
+        key = fixture.key()
+        if key in self._setups:
+            self._setups.move_to_end(key)
+            session.replace(self._setups[key])
+            return session
+        try:
+            session.replace(files_state(files))
+        except ValueError as exc:
+            raise WorldError(f"{self.name} world: task {task_id}: bad fixture: {exc}") from None
+        if fixture.setup.strip():
+            run = session.run(setup_script, self.setup_timeout_s)
+            if not run.completed:
+                why = run.error or ("timed out" if run.timed_out else f"killed: {run.killed}")
+                tail = run.stderr.decode("utf-8", "replace").strip()[-500:]
+                raise WorldError(f"{self.name} world: task {task_id}: the fixture's setup did not complete: {why}"
+                                 + (f"; stderr: {tail}" if tail else ""))
+        self._setups[key] = session.state
+        while len(self._setups) > SETUP_CACHE_SIZE:
+            self._setups.popitem(last=False)
+        return session
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, **self._params}

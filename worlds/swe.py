@@ -45,7 +45,6 @@ import json
 import posixpath
 import shlex
 import signal
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -58,7 +57,6 @@ EMPTY_OUTPUT = "Your command ran successfully and did not produce any output."
 SHELL_SYNTAX = set("|&;<>()$`*?[]{}~!\\\n")
 """Characters that make a ``bash`` command a real shell command (run in the sandbox)."""
 SHELL_PRELUDE = 'python() { python3 "$@"; }\nexport -f python\nexport PYTHONUNBUFFERED=1\n'
-SETUP_CACHE_SIZE = 16
 KILLING_SIGNALS = {signal.SIGXCPU: "its CPU time limit", signal.SIGXFSZ: "the file size limit",
                    signal.SIGKILL: "", signal.SIGSEGV: "", signal.SIGABRT: "", signal.SIGBUS: ""}
 """Signals whose exit status (128 + N) gets an ``Error:`` line: the generator showed no exit status."""
@@ -153,7 +151,6 @@ class SWEWorld(SandboxedWorld):
         self._others: dict[str, Any] = {}    # directories, symlinks, fifos (FileEntry)
         self._start_entries: dict[str, tuple[str, int, str]] = {}
         self._tools: list[dict[str, Any]] = []
-        self._setups: OrderedDict[str, Any] = OrderedDict()
         self._failed_run = False  # the last run was killed (timeout, output cap, a limit's signal)
 
     # ------------------------------------------------------------------ protocol
@@ -162,39 +159,13 @@ class SWEWorld(SandboxedWorld):
         return [dict(t) for t in (self._tools or gen.TOOLS)]
 
     def start(self, task: WorldTask) -> None:
-        from pivot_envs.verifiers.sandbox import SandboxUnavailable
-        from pivot_envs.verifiers.sandbox.session import SandboxSession, files_state
-
         fixture = task.fixture or Fixture(workdir=gen.WORKDIR)
         self._repo = self._session = None
         self._tools = list(task.tools)
         self.test_command = str(task.config.get("test_command") or gen.TEST_COMMAND)
-        try:
-            session = SandboxSession(fixture.workdir, self._params["backend"], self.limits, self.cpu_time_s,
-                                     docker_image=self._params["docker_image"])
-        except SandboxUnavailable as exc:
-            raise WorldError(f"swe world: {exc}") from None
-        except ValueError as exc:
-            raise WorldError(f"swe world: task {task.id}: {exc}") from None
-        key = fixture.key()
-        if key in self._setups:
-            self._setups.move_to_end(key)
-            state = self._setups[key]
-        else:
-            try:
-                state = files_state({k: _encode(v) for k, v in fixture.files.items()})
-            except ValueError as exc:
-                raise WorldError(f"swe world: task {task.id}: bad fixture: {exc}") from None
-            if fixture.setup.strip():
-                session.replace(state)
-                run = session.run(f"exec bash -c {shlex.quote(fixture.setup)} >/dev/null\n", self.setup_timeout_s)
-                if not run.completed:
-                    why = run.error or ("timed out" if run.timed_out else f"killed: {run.killed}")
-                    raise WorldError(f"swe world: task {task.id}: the fixture's setup did not complete: {why}")
-                state = session.state
-            self._setups[key] = state
-            while len(self._setups) > SETUP_CACHE_SIZE:
-                self._setups.popitem(last=False)
+        session = self.open_session(task.id, fixture, {k: _encode(v) for k, v in fixture.files.items()},
+                                    f"exec bash -c {shlex.quote(fixture.setup)} >/dev/null\n")
+        state = session.state
         self._session = session
         self._repo = _Repo(files={}, runner=None, owner=self)  # type: ignore[arg-type]
         self._adopt(state)

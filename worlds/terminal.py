@@ -47,7 +47,6 @@ owners, anything outside the work directory, and no cwd or environment (none per
 from __future__ import annotations
 
 import shlex
-from collections import OrderedDict
 from typing import Any
 
 from pivot_envs.types import Fixture
@@ -55,7 +54,6 @@ from pivot_envs.worlds.base import ToolResult, WorldError, WorldTask, parse_argu
 from pivot_envs.worlds.sandboxed import SandboxedWorld
 
 DEFAULT_WORKDIR = "/workspace"
-SETUP_CACHE_SIZE = 16
 """Post-setup trees kept per world object (one per fixture)."""
 
 TIMEOUT_EXIT = 124
@@ -77,7 +75,6 @@ class TerminalWorld(SandboxedWorld):
         super().__init__(**sandbox)
         self._session: Any = None
         self._tools: list[dict[str, Any]] = []
-        self._setups: OrderedDict[str, Any] = OrderedDict()  # fixture key -> post-setup state
 
     # ------------------------------------------------------------------ protocol
 
@@ -89,39 +86,11 @@ class TerminalWorld(SandboxedWorld):
         return [dict(BASH_TOOL)]
 
     def start(self, task: WorldTask) -> None:
-        from pivot_envs.verifiers.sandbox import SandboxUnavailable
-        from pivot_envs.verifiers.sandbox.session import SandboxSession, files_state
-
         fixture = task.fixture or Fixture(workdir=DEFAULT_WORKDIR)
         self._tools = list(task.tools)
         self._session = None
-        try:
-            session = SandboxSession(fixture.workdir, self._params["backend"], self.limits, self.cpu_time_s,
-                                     docker_image=self._params["docker_image"])
-        except SandboxUnavailable as exc:
-            raise WorldError(f"terminal world: {exc}") from None
-        except ValueError as exc:
-            raise WorldError(f"terminal world: task {task.id}: {exc}") from None
-        key = fixture.key()
-        if key in self._setups:
-            self._setups.move_to_end(key)
-            session.replace(self._setups[key])
-        else:
-            try:
-                session.replace(files_state({k: v.encode("utf-8") for k, v in fixture.files.items()}))
-            except ValueError as exc:
-                raise WorldError(f"terminal world: task {task.id}: bad fixture: {exc}") from None
-            if fixture.setup.strip():
-                run = session.run(_script(fixture.setup), self.setup_timeout_s)
-                if not run.completed:
-                    why = run.error or ("timed out" if run.timed_out else f"killed: {run.killed}")
-                    tail = run.stderr.decode("utf-8", "replace").strip()[-500:]
-                    raise WorldError(f"terminal world: task {task.id}: the fixture's setup did not complete: {why}"
-                                     + (f"; stderr: {tail}" if tail else ""))
-            self._setups[key] = session.state
-            while len(self._setups) > SETUP_CACHE_SIZE:
-                self._setups.popitem(last=False)
-        self._session = session
+        self._session = self.open_session(task.id, fixture, {k: v.encode("utf-8") for k, v in fixture.files.items()},
+                                          _script(fixture.setup))
 
     def call(self, name: str, arguments: str | dict[str, Any]) -> ToolResult:
         session = self._require()
