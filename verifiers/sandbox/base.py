@@ -190,6 +190,26 @@ def file_entry(data: bytes, mode: int = 0o644, keep: bool = False) -> FileEntry:
     return FileEntry("file", mode & 0o7777, len(data), hashlib.sha256(data).hexdigest(), data=data if keep else None)
 
 
+def files_state(files: Mapping[str, bytes], modes: Mapping[str, int] | None = None) -> State:
+    """A state holding ``files`` (relative path -> bytes, mode 0644 unless ``modes`` says otherwise)
+    and their parent directories (0755)."""
+    from pivot_envs.fixture import safe_relative
+
+    modes = modes or {}
+    state: State = {}
+    for rel, data in files.items():
+        parts = safe_relative(rel).parts
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            if state.setdefault(parent, FileEntry("dir", 0o755)).kind != "dir":
+                raise ValueError(f"file {rel!r} lies under {parent!r}, which is itself a file")
+        path = "/".join(parts)
+        if path in state:
+            raise ValueError(f"file {rel!r} is given twice or is also a directory of another file")
+        state[path] = file_entry(data, modes.get(path, 0o644), keep=True)
+    return state
+
+
 class Seed:
     """The state a sandbox run starts from: work-directory entries (with contents) plus a shell prelude.
 
@@ -208,20 +228,10 @@ class Seed:
     @classmethod
     def from_fixture_files(cls, workdir: str, files: Mapping[str, str]) -> "Seed":
         """A seed holding ``files`` (relative path -> text) and their parent directories."""
-        from pivot_envs.fixture import safe_relative
-
-        state: State = {}
-        for rel, text in files.items():
-            parts = safe_relative(rel).parts
-            for i in range(1, len(parts)):
-                parent = "/".join(parts[:i])
-                if state.setdefault(parent, FileEntry("dir", 0o755)).kind != "dir":
-                    raise ValueError(f"fixture file {rel!r} lies under {parent!r}, which is itself a file")
-            path = "/".join(parts)
-            if path in state:
-                raise ValueError(f"fixture file {rel!r} is given twice or is also a directory of another file")
-            state[path] = file_entry(text.encode("utf-8"), keep=True)
-        return cls(workdir, state)
+        try:
+            return cls(workdir, files_state({rel: text.encode("utf-8") for rel, text in files.items()}))
+        except ValueError as exc:
+            raise ValueError(f"fixture {exc}") from None
 
     def state(self) -> State:
         """The entries without their contents (what a run's result is compared against)."""

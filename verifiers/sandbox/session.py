@@ -35,7 +35,7 @@ from pivot_envs.verifiers.sandbox.base import (
     SandboxUnavailable,
     Seed,
     State,
-    file_entry,
+    files_state,
 )
 
 _BACKENDS: dict[tuple[str, str | None], SandboxBackend] = {}
@@ -62,26 +62,6 @@ def tree_digest(state: Mapping[str, FileEntry]) -> str:
         detail = entry.digest if entry.kind == "file" else entry.target if entry.kind == "symlink" else ""
         h.update(f"{path}\0{entry.kind}\0{entry.mode:o}\0{detail}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
-
-
-def files_state(files: Mapping[str, bytes], modes: Mapping[str, int] | None = None) -> State:
-    """A state holding ``files`` (relative path -> bytes, mode 0644 unless ``modes`` says otherwise)
-    and their parent directories (0755)."""
-    from pivot_envs.fixture import safe_relative
-
-    modes = modes or {}
-    state: State = {}
-    for rel, data in files.items():
-        parts = safe_relative(rel).parts
-        for i in range(1, len(parts)):
-            parent = "/".join(parts[:i])
-            if state.setdefault(parent, FileEntry("dir", 0o755)).kind != "dir":
-                raise ValueError(f"file {rel!r} lies under {parent!r}, which is itself a file")
-        path = "/".join(parts)
-        if path in state:
-            raise ValueError(f"file {rel!r} is given twice or is also a directory of another file")
-        state[path] = file_entry(data, modes.get(path, 0o644), keep=True)
-    return state
 
 
 class SandboxSession:
