@@ -177,7 +177,7 @@ class OpenAIAgent(Agent):
 
     # --- one pivot ---------------------------------------------------------------------------
     async def _pivot(self, clients: dict, sem: asyncio.Semaphore, pivot: Pivot, n: int, seed: int) -> list[Completion]:
-        body = self._body(pivot)
+        body = self.request_body(pivot)
         got: list[Completion] = []
         if n > 1 and self._n_ok is not False:
             try:
@@ -185,7 +185,7 @@ class OpenAIAgent(Agent):
             except _Rejected:
                 self._n_ok = False
             else:
-                got = [_completion(c) for c in choices[:n]]
+                got = [parse_choice(c) for c in choices[:n]]
                 if len(choices) < n:
                     self._n_ok = False  # once seen, for good
                 elif self._n_ok is None:
@@ -193,10 +193,12 @@ class OpenAIAgent(Agent):
         singles = range(len(got), n)
         if singles:
             results = await asyncio.gather(*(self._create(clients, sem, {**body, "seed": _seed(seed, pivot.id, j)}) for j in singles))
-            got += [_completion(choices[0]) for choices in results]
+            got += [parse_choice(choices[0]) for choices in results]
         return got
 
-    def _body(self, pivot: Pivot) -> dict[str, Any]:
+    def request_body(self, pivot: Pivot) -> dict[str, Any]:
+        """The chat-completions request for one pivot (messages, tools, sampling settings); the rollout
+        service builds its requests with it too."""
         s = self.settings
         messages: list[Message] = chat_messages(pivot.context, tool_calls_as_text=s.tool_calls_as_text)
         for m in messages:  # back to the wire format: arguments as JSON strings, no 'name' on tool results
@@ -272,7 +274,8 @@ def _seed(*parts: Any) -> int:
     return int(stable_hash("openai", *parts), 16) % (2**31)
 
 
-def _completion(choice: Any) -> Completion:
+def parse_choice(choice: Any) -> Completion:
+    """One chat-completions choice as a :class:`Completion` (text, parsed action, token ids and log-probs when given)."""
     msg = choice.message
     calls = [tc.model_dump(exclude_none=True) for tc in (msg.tool_calls or [])]
     if calls:

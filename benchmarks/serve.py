@@ -11,8 +11,8 @@ Target: the HTTP faces >= 50 % of in-process rows/s.
 
     python benchmarks/serve.py [--rows 512] [--clients 64] [--batch 32] [--seconds 6] [--workers 2]
 
-Prints a table and writes ``benchmarks/results/serve.json`` (section ``verify``; the ``rollouts``
-section is filled by :func:`bench_rollouts`).
+Prints a table and writes ``benchmarks/results/serve.json``. The rollout service is measured by
+``benchmarks/serve_rollouts.py``.
 """
 
 from __future__ import annotations
@@ -167,12 +167,6 @@ def bench_verify(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------- rollouts (slot)
-def bench_rollouts(args: argparse.Namespace) -> dict[str, Any] | None:
-    """Rollouts as a service (``pivot_envs.serve.rollouts``): filled in by its owner. ``None``: not measured."""
-    return None
-
-
 # --------------------------------------------------------------------------- main
 def print_table(v: dict[str, Any]) -> None:
     base = v["in_process"]["rows_per_s"]
@@ -197,9 +191,6 @@ def main() -> None:
     out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                            "verify": bench_verify(args)}
     print_table(out["verify"])
-    rollouts = bench_rollouts(args)
-    if rollouts is not None:
-        out["rollouts"] = rollouts
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)}")

@@ -485,7 +485,7 @@ class RolloutService:
                 job.status = "running"
                 self._persist(job)
                 for pi, pivot in enumerate(pivots):
-                    body = {**agent._body(pivot), **s}
+                    body = {**agent.request_body(pivot), **s}
                     for j in range(req["n"]):
                         if job.status in FINISHED:
                             break
@@ -519,7 +519,7 @@ class RolloutService:
         """One request, retried on other backends when one fails."""
         import openai
 
-        from pivot_envs.agents.openai_agent import _completion
+        from pivot_envs.agents.openai_agent import parse_choice
 
         job, avoid, failures = sample.job, set(), []
         for attempt in range(self.max_attempts):
@@ -559,7 +559,7 @@ class RolloutService:
             if not resp.choices:
                 sample.error = f"{backend.url} answered with no choices"
                 return
-            sample.completion = _completion(resp.choices[0])
+            sample.completion = parse_choice(resp.choices[0])
             sample.completion_backend = backend.url
             return
         sample.error = f"no backend answered after {len(failures)} attempts: " + " | ".join(failures[-3:])

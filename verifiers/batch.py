@@ -38,9 +38,15 @@ class VerifierResolver:
         self.default = None if default is None else build_verifier(default)
         self.fallback = fallback
         self._cache: dict[str, Verifier] = {}
+        self._by_domain: dict[str, Verifier] = {}  # the hot path: one lookup per scored sample
 
     def for_pivot(self, pivot: Pivot) -> Verifier:
-        return self.get(None, pivot.domain)
+        if self.default is not None:
+            return self.default
+        verifier = self._by_domain.get(pivot.domain)
+        if verifier is None:
+            verifier = self._by_domain[pivot.domain] = self.get(None, pivot.domain)
+        return verifier
 
     def get(self, spec: VerifierSpec | None = None, domain: str = "") -> Verifier:
         """The verifier of ``spec`` (a row's own), else the default, else ``domain``'s default."""
