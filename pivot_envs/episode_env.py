@@ -74,7 +74,6 @@ TaskSource = Any
 """A trajectory file, ``bundled:DOMAIN[:SPLIT]``, a list of trajectories (or dicts), or ``None``."""
 
 BUNDLED = "bundled:"
-TASKS_HINT = "give a trajectory file, bundled:DOMAIN[:SPLIT] or a list of trajectories"
 
 FINISH_TOOLS: dict[str, tuple[str, ...]] = {"swe": ("submit",)}
 """Tool calls that end a domain's episode once executed (the agent's "I am done")."""
@@ -103,29 +102,11 @@ def resolve_tasks(source: TaskSource, *, domain: str | None = None, split: str =
 
     Raises ``ValueError`` / ``FileNotFoundError`` naming the source and the fix.
     """
-    if source is None:
-        if not domain:
-            raise ValueError(f"no tasks given: {TASKS_HINT}")
-        trajs = _bundled(domain, split, f"domain {domain!r}")
-        label = f"bundled:{domain}:{split}"
-    elif isinstance(source, (str, Path)):
-        text = str(source)
-        if not text:
-            raise ValueError(f"no tasks given: {TASKS_HINT}")
-        if text.startswith(BUNDLED):
-            name, _, named = text[len(BUNDLED):].partition(":")
-            trajs = _bundled(name, named or split, text)
-        else:
-            path = Path(text)
-            if not path.exists():
-                raise FileNotFoundError(f"{path}: no such task file ({TASKS_HINT})")
-            from pivot_envs.formats import read_trajectories
+    from pivot_envs.sources import resolve_trajectories
 
-            trajs = read_trajectories(path)
-        label = text
-    else:
-        trajs = [t if isinstance(t, Trajectory) else Trajectory.from_dict(t) for t in source]
-        label = "the task list"
+    trajs = resolve_trajectories(source, domain=domain, split=split, kind="task")
+    label = str(source) if isinstance(source, (str, Path)) else (
+        f"bundled:{domain}:{split}" if source is None else "the task list")
     tasks = [t for t in trajs if min_reward is None or t.reward is None or t.reward >= min_reward]
     seen: set[str] = set()
     for t in tasks:
@@ -135,19 +116,6 @@ def resolve_tasks(source: TaskSource, *, domain: str | None = None, split: str =
         if not any(m.get("role") == "user" for m in t.messages):
             raise ValueError(f"{label}: task {t.id!r} has no user message (an episode starts at the first one)")
     return tasks
-
-
-def _bundled(domain: str, split: str, label: str) -> list[Trajectory]:
-    if not domain:
-        raise ValueError(f"{label}: no domain named; {TASKS_HINT}")
-    from pivot_envs.envs_data import GENERATORS, load_trajectories
-
-    if domain not in GENERATORS:
-        from pivot_envs.domains import get_domain
-
-        get_domain(domain)  # unknown domain: names the known ones
-        raise ValueError(f"{label}: domain {domain!r} ships no bundled tasks; give a trajectory file")
-    return load_trajectories(domain, split)
 
 
 def bundled_domain(source: TaskSource) -> str | None:

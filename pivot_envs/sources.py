@@ -17,9 +17,11 @@ A pivot source is one of::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
-from pivot_envs.types import Pivot
+from pivot_envs.types import Pivot, Trajectory
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from pivot_envs.jsonl import ReadReport
@@ -29,6 +31,7 @@ PivotSource = str | Path | Sequence[Pivot | dict[str, Any]] | None
 
 BUNDLED = "bundled:"
 HINT = "give a pivot JSONL file or bundled:DOMAIN[:SPLIT]"
+TRAJECTORY_HINT = "give a trajectory file, bundled:DOMAIN[:SPLIT] or a list of trajectories"
 
 
 def resolve_pivots(source: PivotSource, *, domain: str | None = None, split: str = "train",
@@ -39,36 +42,75 @@ def resolve_pivots(source: PivotSource, *, domain: str | None = None, split: str
     ``skip_bad`` keeps reading a file past bad rows; they are counted in ``report`` (a
     :class:`pivot_envs.jsonl.ReadReport`), not returned.
     """
+    def read(path: Path) -> list[Pivot]:
+        from pivot_envs.formats import read_pivots
+
+        return read_pivots(path, skip_bad=skip_bad, report=report)
+
+    return _resolve(source, domain, split, "pivot", HINT, bundled_pivots, read,
+                    lambda p: p if isinstance(p, Pivot) else Pivot.from_dict(p))
+
+
+def resolve_trajectories(source: Any, *, domain: str | None = None, split: str = "train",
+                         kind: str = "trajectory") -> list[Trajectory]:
+    """Trajectories from the same kinds of source: a trajectory file (any format
+    :func:`pivot_envs.formats.read_trajectories` reads), ``bundled:DOMAIN[:SPLIT]``, a list of
+    trajectories (or dicts), or ``None`` (the bundled ``split`` of ``domain``). ``kind`` names them in
+    errors (episode envs call them tasks)."""
+    from pivot_envs.formats import read_trajectories
+
+    def bundled(name: str, named_split: str, *, label: str | None = None) -> list[Trajectory]:
+        return bundled_trajectories(name, named_split, label=label, kind=kind)
+
+    return _resolve(source, domain, split, kind, TRAJECTORY_HINT, bundled, read_trajectories,
+                    lambda t: t if isinstance(t, Trajectory) else Trajectory.from_dict(t))
+
+
+def _resolve(source: Any, domain: str | None, split: str, kind: str, hint: str,
+             bundled: Callable[..., list[T]], read: Callable[[Path], list[T]], convert: Callable[[Any], T]) -> list[T]:
     if source is None:
         if not domain:
-            raise ValueError(f"no pivots given: {HINT}")
-        return bundled_pivots(domain, split)
+            raise ValueError(f"no {kind}s given: {hint}")
+        return bundled(domain, split)
     if not isinstance(source, (str, Path)):
-        return [p if isinstance(p, Pivot) else Pivot.from_dict(p) for p in source]
+        return [convert(item) for item in source]
     text = str(source)
     if not text:
-        raise ValueError(f"no pivots given: {HINT}")
+        raise ValueError(f"no {kind}s given: {hint}")
     if text.startswith(BUNDLED):
         name, _, named_split = text[len(BUNDLED):].partition(":")
-        return bundled_pivots(name, named_split or split, label=text)
+        return bundled(name, named_split or split, label=text)
     path = Path(text)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such pivot file ({HINT})")
+        raise FileNotFoundError(f"{path}: no such {kind} file ({hint})")
     if path.is_dir():
-        raise ValueError(f"{path}: is a folder, not a pivot file ({HINT})")
-    from pivot_envs.formats import read_pivots
+        raise ValueError(f"{path}: is a folder, not a {kind} file ({hint})")
+    return read(path)
 
-    return read_pivots(path, skip_bad=skip_bad, report=report)
+
+def bundled_trajectories(domain: str, split: str, *, label: str | None = None,
+                         kind: str = "trajectory") -> list[Trajectory]:
+    """The bundled trajectories of ``split`` of a built-in domain; errors name the domain and the fix."""
+    from pivot_envs.domains import get_domain
+    from pivot_envs.envs_data import GENERATORS, load_trajectories
+
+    where = f"{label}: " if label else ""
+    if not domain:
+        raise ValueError(f"{where}no domain named; {TRAJECTORY_HINT}")
+    if domain not in GENERATORS:
+        get_domain(domain)  # an unknown domain: the error names the known ones
+        raise ValueError(f"{where}domain {domain!r} ships no bundled {kind}s; give a trajectory file")
+    return load_trajectories(domain, split)
 
 
 def bundled_pivots(domain: str, split: str, *, label: str | None = None) -> list[Pivot]:
     """The bundled ``split`` of ``domain``; errors name the domain (or ``label``) and the fix."""
     from pivot_envs.domains import get_domain
 
-    where = label or f"domain {domain!r}"
+    where = f"{label}: " if label else ""
     if not domain:
-        raise ValueError(f"{where}: no domain named; {HINT}")
+        raise ValueError(f"{where}no domain named; {HINT}")
     loader = get_domain(domain).load_pivots
     if loader is None:
-        raise ValueError(f"{where}: domain {domain!r} ships no bundled data; give a pivot file")
+        raise ValueError(f"{where}domain {domain!r} ships no bundled data; give a pivot file")
     return list(loader(split))
