@@ -166,6 +166,7 @@ class PivotRLTrainer:
                                          total_steps=cfg.steps * cfg.num_iterations, schedule=cfg.lr_schedule,
                                          min_lr_ratio=cfg.min_lr_ratio)
         self.step = 0
+        self.rollout_turns_total = 0  # model calls (sampled actions) so far: the axis arms compare on
         if self.resume_dir is not None:
             self._restore(self.resume_dir)
         self.policy = wrap_ddp(self.policy, self.dist, self.device)
@@ -254,6 +255,7 @@ class PivotRLTrainer:
         self.pivot_sampler.load_state_dict(state["pivot_sampler"])
         self.values.load_state_dict(state["values"])
         self.step = int(state["step"])
+        self.rollout_turns_total = int(state.get("rollout_turns_total", 0))
         changed = sorted(k for k, v in state["config"].items()
                          if k not in RESUMABLE_CHANGES and self.config.to_dict().get(k) != v)
         if changed:
@@ -379,9 +381,13 @@ class PivotRLTrainer:
         if cfg.log_samples:
             self._log_samples(step, groups, scores)
         total = reduce_sums(sums, self.dist)
+        turns = int(total.get("samples", 0) + total.get("resampled_groups", 0) * cfg.group_size)
+        self.rollout_turns_total += turns
         step_s = time.perf_counter() - t0
         row = _metrics_row(step, total, update, lr)
         row.update(
+            rollout_turns=turns,
+            cumulative_rollout_turns=self.rollout_turns_total,
             pvpo_refreshed=refreshed if cfg.advantage == "pvpo" else None,
             active_pivots=len(self.pivot_sampler.active),
             epoch=self.pivot_sampler.epoch,
@@ -591,6 +597,7 @@ class PivotRLTrainer:
             "scheduler": self.scheduler.state_dict(),
             "pivot_sampler": self.pivot_sampler.state_dict(),
             "values": self.values.state_dict(),
+            "rollout_turns_total": self.rollout_turns_total,
             "config": self.config.to_dict(),
         }
         path = ckpt.save_checkpoint(ckpt.checkpoint_path(self.output_dir, self.step), model=unwrap(self.policy),

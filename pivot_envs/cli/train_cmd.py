@@ -8,7 +8,8 @@ Examples::
     pivot-envs eval --model out/sft --pivots bundled:tool_use:test --k 4 -o report.json
     pivot-envs eval --model out/sft --pivots bundled:tool_use:test --episodes --max-turns 20
 
-A config file (YAML, TOML or JSON) names the trainer with ``algorithm: pivotrl | sft``;
+A config file (YAML, TOML or JSON) names the trainer with ``algorithm: pivotrl | e2e | sft``
+(``e2e``: GRPO over whole episodes, ``rollout: arpo`` for ARPO branching);
 every other key is a field of that trainer's config dataclass (``PivotRLConfig`` or
 ``SFTConfig``), nested sections for nested fields. ``--set KEY=VALUE`` overrides any
 of them (dotted keys for nested ones; values parsed as YAML scalars). Unknown keys
@@ -32,6 +33,7 @@ from pivot_envs.cli.common import console, err_console, fail, progress, user_err
 
 ALGORITHMS: dict[str, tuple[str, str, str]] = {
     "pivotrl": ("pivot_envs.trainers.pivotrl", "PivotRLConfig", "train_pivotrl"),
+    "e2e": ("pivot_envs.trainers.episode_rl", "EpisodeRLConfig", "train_episode_rl"),
     "sft": ("pivot_envs.trainers.sft", "SFTConfig", "train_sft"),
 }
 """``algorithm`` -> (module, config class, train function)."""
@@ -68,7 +70,7 @@ def resolve_train_config(config_path: Path, overrides: list[str]) -> tuple[str, 
 
 
 def train_command(
-    config: Path = typer.Option(..., "--config", "-c", help="Training config: YAML, TOML or JSON with algorithm: pivotrl | sft."),
+    config: Path = typer.Option(..., "--config", "-c", help="Training config: YAML, TOML or JSON with algorithm: pivotrl | e2e | sft."),
     overrides: Optional[list[str]] = typer.Option(None, "--set", "-s", help="Override a config key: KEY=VALUE (dotted keys for nested fields; repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved config and exit without training."),
 ) -> None:
