@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from pivot_envs.types import stable_hash
 
-ARMS = ("base", "sft", "pivotrl", "no_filter", "strict_reward", "pvpo")
+ARMS = ("base", "sft", "pivotrl", "no_filter", "strict_reward", "pvpo", "e2e", "arpo")
 """Arm names, in the order of the report's table."""
 
 ARM_TITLES = {
@@ -40,7 +40,15 @@ ARM_TITLES = {
     "no_filter": "- pivot filtering (random D_cand + functional)",
     "strict_reward": "- functional reward (random D_cand + strict)",
     "pvpo": "PVPO advantages",
+    "e2e": "E2E RL (GRPO over whole episodes, task success)",
+    "arpo": "ARPO (E2E RL + entropy branching)",
 }
+
+EPISODE_ARMS = ("e2e", "arpo")
+"""Arms trained on whole episodes (tasks) instead of pivots."""
+
+CURVE_ARMS = ("pivotrl", "e2e", "arpo")
+"""Arms whose task success is measured along training (``RunSettings.curve_every``): Figure 1's curves."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,14 @@ class RunSettings:
         eval_batch: pivots per ``generate`` call in evaluation.
         num_threads: torch CPU threads of one run.
         fingerprint: hash of the base model's build (runs of another base model get other folders).
+        warmup_steps: linear learning-rate warm-up of every trained arm.
+        test_tasks: held-out tasks (a trajectory file or ``bundled:DOMAIN:SPLIT``) played to the end in
+            the ``test`` evaluation: task success; ``None``: none.
+        max_turns: assistant turns before an episode is cut (evaluation and E2E training alike).
+        episode_k: episodes per held-out task at temperature 1 (pass@1 = mean over them), beside greedy.
+        curve_every: evaluate task success at every ``curve_every`` steps of the RL arms (the curve of
+            task success against rollout turns); ``0``: only at the end.
+        curve_tasks: how many held-out tasks the curve points play (the first N; ``None``: all).
     """
 
     root: str
@@ -80,6 +96,12 @@ class RunSettings:
     eval_batch: int = 16
     num_threads: int | None = 1
     fingerprint: str = ""
+    warmup_steps: int = 0
+    test_tasks: str | None = None
+    max_turns: int = 8
+    episode_k: int = 2
+    curve_every: int = 0
+    curve_tasks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +117,7 @@ class RunSpec:
         evals: which evaluations to run: ``val`` (greedy, no probes) and/or ``test``
             (greedy, mean@k, probes).
         profile_rollouts: rollouts spent profiling the pivots this arm trains on (counted in its budget).
+        tasks: training tasks of the episode arms (``e2e``, ``arpo``): a trajectory file.
     """
 
     arm: str
@@ -104,11 +127,13 @@ class RunSpec:
     label: str = ""
     evals: tuple[str, ...] = ("test",)
     profile_rollouts: int = 0
+    tasks: str | None = None
 
     def key(self, settings: RunSettings) -> str:
         """Folder name of this run: arm, seed and a hash of everything its numbers depend on."""
         shared = {k: v for k, v in asdict(settings).items() if k not in ("root", "num_threads", "eval_batch")}
-        digest = stable_hash(self.arm, self.seed, self.pivots, self.lr, self.label, shared)[:10]
+        extra = (self.tasks,) if self.tasks is not None else ()
+        digest = stable_hash(self.arm, self.seed, self.pivots, self.lr, self.label, shared, *extra)[:10]
         return f"{self.arm}-s{self.seed}-{digest}"
 
 
@@ -150,6 +175,11 @@ def execute_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
         ood = "" if s.get("ood_accuracy") is None else f", OOD {s['ood_accuracy']:.3f}"
         _say(f"[{folder.name}] {which}: functional {s['functional']:.3f}, strict {s['strict']:.3f}{ood} "
              f"({s['seconds']:.0f} s)")
+    if spec.arm in CURVE_ARMS and settings.curve_every and settings.test_tasks and "test" in spec.evals \
+            and "curve" not in state:
+        _say(f"[{folder.name}] task success along training ...")
+        state["curve"] = task_curve(spec, settings, folder)
+        _save(folder, state)
     state["profile_rollouts"] = spec.profile_rollouts
     state["rollout_turns"] = spec.profile_rollouts + int(state.get("train", {}).get("rollouts", 0))
     _save(folder, state)
@@ -173,10 +203,12 @@ def run_many(specs: Sequence[RunSpec], settings: RunSettings, workers: int = 1) 
 
 
 def _train(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
-    if spec.pivots is None or spec.lr is None:
-        raise ValueError(f"arm {spec.arm!r} needs a pivot file and a learning rate")
+    if spec.lr is None or (spec.pivots is None and spec.tasks is None):
+        raise ValueError(f"arm {spec.arm!r} needs training data (pivots or tasks) and a learning rate")
     if spec.arm == "sft":
         return _train_sft(spec, settings, out)
+    if spec.arm in EPISODE_ARMS:
+        return _train_episodes(spec, settings, out)
     return _train_rl(spec, settings, out)
 
 
@@ -186,8 +218,9 @@ def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
         model=settings.base_model, output_dir=str(out), overwrite_output_dir=True, domain=settings.domain,
         pivots=spec.pivots, seed=spec.seed, steps=settings.steps, pivots_per_step=settings.pivots_per_step,
         group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
-        max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=0,
-        beta=settings.beta, zero_variance="skip", save_every=0, log_every=10 ** 6, plots=True, device="cpu",
+        max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
+        beta=settings.beta, zero_variance="skip", save_every=settings.curve_every if spec.arm in CURVE_ARMS else 0,
+        save_total_limit=None, log_every=10 ** 6, plots=True, device="cpu",
         num_threads=settings.num_threads,
     )
     if spec.arm == "strict_reward":
@@ -215,6 +248,48 @@ def _train_rl(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
     return rl_summary(read_metrics(result.metrics_path), settings.group_size, result.seconds)
 
 
+def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
+    """The :class:`~pivot_envs.trainers.episode_rl.EpisodeRLConfig` of an episode arm (as a dict).
+
+    A step takes ``pivots_per_step // 4`` tasks (at least 1): a task is ~4-6 turns, so a step costs about
+    as many rollout turns as a PivotRL step over ``pivots_per_step`` pivots."""
+    cfg: dict[str, Any] = dict(
+        model=settings.base_model, output_dir=str(out), overwrite_output_dir=True, domain=settings.domain,
+        tasks=spec.tasks, seed=spec.seed, steps=settings.steps, pivots_per_step=max(1, settings.pivots_per_step // 4),
+        group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
+        max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant",
+        warmup_steps=settings.warmup_steps, beta=settings.beta, loss_agg="token", zero_variance="skip",
+        max_turns=settings.max_turns, rollout="arpo" if spec.arm == "arpo" else "group",
+        arpo_initial=max(1, settings.group_size // 2), save_every=settings.curve_every, save_total_limit=None,
+        log_every=10 ** 6, plots=True, device="cpu", num_threads=settings.num_threads, episode_workers=1,
+    )
+    return cfg
+
+
+def _train_episodes(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
+    from pivot_envs.trainers.episode_rl import train_episode_rl
+    from pivot_envs.trainers.metrics import read_metrics
+
+    every = max(1, settings.steps // 5)
+
+    def on_step(row: dict[str, Any]) -> None:
+        if row["step"] % every == 0:
+            reward = row.get("success_mean")
+            _say(f"[{out.parent.name}] step {row['step']}/{settings.steps}: task success "
+                 f"{'-' if reward is None else f'{reward:.3f}'}, {row.get('rollout_turns')} rollout turns, "
+                 f"{row.get('branches', 0)} branches, {row.get('step_s', 0):.1f} s/step")
+
+    result = train_episode_rl(episode_config(spec, settings, out), on_step=on_step)
+    rows = read_metrics(result.metrics_path)
+    summary = rl_summary(rows, settings.group_size, result.seconds)
+    summary.update(kind="episodes", rollouts=sum(int(r.get("rollout_turns") or 0) for r in rows),
+                   tool_calls=sum(int(r.get("tool_calls") or 0) for r in rows),
+                   branches=sum(int(r.get("branches") or 0) for r in rows),
+                   replayed_steps=sum(int(r.get("replayed_steps") or 0) for r in rows),
+                   episodes=sum(int(r.get("episodes") or 0) for r in rows))
+    return summary
+
+
 def rl_summary(rows: Sequence[dict[str, Any]], group_size: int, seconds: float) -> dict[str, Any]:
     """Totals of an RL run from its metrics rows: rollouts, tokens, zero-variance fraction, reward trend."""
     groups = sum(int(r.get("groups") or 0) + int(r.get("resampled_groups") or 0) for r in rows)
@@ -227,7 +302,8 @@ def rl_summary(rows: Sequence[dict[str, Any]], group_size: int, seconds: float) 
         "kind": "rl",
         "steps": len(rows),
         "updates": sum(1 for r in rows if r.get("updated")),
-        "rollouts": groups * group_size,
+        "rollouts": sum(int(r.get("rollout_turns") or 0) for r in rows) or groups * group_size,
+        "cumulative_rollout_turns": [int(r.get("cumulative_rollout_turns") or 0) for r in rows],
         "completion_tokens": int(round(completion_tokens)),
         "used_samples": sum(int(r.get("used_samples") or 0) for r in rows),
         "zero_var_frac": _mean(zero_var),
@@ -256,15 +332,55 @@ def _train_sft(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any
 
 
 def _evaluate(model: str, which: str, spec: RunSpec, settings: RunSettings, folder: Path) -> dict[str, Any]:
+    """``val``: greedy per-turn accuracy on the validation pivots (what selection uses). ``test``: greedy and
+    mean@k per-turn accuracy on the test pivots, the OOD probes and, with ``settings.test_tasks``, task
+    success on the held-out tasks (greedy, and pass@1 over ``episode_k`` episodes at temperature 1).
+    Per-item outcomes go to ``{which}_items.json`` for the paired comparisons of the report."""
     from pivot_envs.trainers.evaluate import evaluate
 
     test = which == "test"
+    episodes = {settings.domain: settings.test_tasks} if (test and settings.test_tasks) else False
     report = evaluate(model, settings.test_pivots if test else settings.val_pivots, k=settings.eval_k if test else 0,
                       probes=test, seed=spec.seed, max_new_tokens=settings.max_new_tokens,
                       max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch,
-                      num_threads=settings.num_threads, device="cpu")
+                      num_threads=settings.num_threads, device="cpu", details=True, episodes=episodes,
+                      episode_max_turns=settings.max_turns, episode_k=settings.episode_k if episodes else 0)
+    items = item_outcomes(report)
+    for key in ("per_pivot", "episode_rows", "episodes_sampled_rows"):
+        report.pop(key, None)
     (folder / f"{which}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    (folder / f"{which}_items.json").write_text(json.dumps(items) + "\n", encoding="utf-8")
     return eval_summary(report)
+
+
+def item_outcomes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per-item outcomes of an evaluation with ``details``: ``pivot_greedy`` {pivot id: 1/0/None},
+    ``pivot_sampled`` {pivot id: mean@k}, ``task_greedy`` {task id: 1/0/None}, ``task_sampled``
+    {task id: pass@1 = mean success over the temperature-1 episodes}."""
+    from pivot_envs.experiments.stats import pass_at_1
+
+    out: dict[str, dict[str, Any]] = {"pivot_greedy": {}, "pivot_sampled": {}, "task_greedy": {}, "task_sampled": {}}
+    for row in report.get("per_pivot") or []:
+        g = row.get("greedy_functional")
+        out["pivot_greedy"][row["id"]] = None if g is None else float(g)
+        if row.get("sampled_functional") is not None:
+            out["pivot_sampled"][row["id"]] = pass_at_1([row["sampled_functional"]])[0]
+    for row in report.get("episode_rows") or []:
+        ok = row.get("success") if row.get("error") is None else None
+        out["task_greedy"][row["task_id"]] = None if ok is None else float(bool(ok))
+    samples: dict[str, list[float | None]] = {}
+    for row in report.get("episodes_sampled_rows") or []:
+        ok = row.get("success") if row.get("error") is None else None
+        samples.setdefault(row["task_id"], []).append(None if ok is None else float(bool(ok)))
+    for task_id, values in samples.items():
+        out["task_sampled"][task_id] = pass_at_1([values])[0]
+    return out
+
+
+def read_items(run: dict[str, Any], which: str = "test") -> dict[str, dict[str, Any]] | None:
+    """The per-item outcomes saved by a run's evaluation (``None`` when absent)."""
+    path = Path(run["folder"]) / f"{which}_items.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def eval_summary(report: dict[str, Any]) -> dict[str, Any]:
@@ -272,6 +388,8 @@ def eval_summary(report: dict[str, Any]) -> dict[str, Any]:
     overall = report["overall"]
     sampled = overall.get("sampled") or {}
     probes = report.get("probes") or {}
+    greedy_eps = overall.get("episodes") or {}
+    sampled_eps = overall.get("episodes_sampled") or {}
     return {
         "pivots": report["pivots"],
         "functional": overall["greedy"]["functional"],
@@ -282,8 +400,51 @@ def eval_summary(report: dict[str, Any]) -> dict[str, Any]:
         "errors": overall["greedy"]["errors"],
         "ood_accuracy": probes.get("accuracy"),
         "ood_by_kind": probes.get("by_kind"),
+        "task_success": sampled_eps.get("success"),
+        "task_success_greedy": greedy_eps.get("success"),
+        "tasks": greedy_eps.get("episodes"),
+        "task_errors": (greedy_eps.get("errors") or 0) + (sampled_eps.get("errors") or 0),
+        "turns_mean": greedy_eps.get("turns_mean"),
         "seconds": report["seconds"],
     }
+
+
+# --------------------------------------------------------------------------- the curve
+
+
+def task_curve(spec: RunSpec, settings: RunSettings, folder: Path) -> list[dict[str, Any]]:
+    """Task success of every checkpoint of a trained run against the rollout turns spent to reach it
+    (profiling included): the points of the paper's Figure 1. Played on the first ``curve_tasks``
+    held-out tasks, greedy and at temperature 1 (``episode_k`` episodes per task)."""
+    from pivot_envs.trainers.checkpoint import list_checkpoints
+    from pivot_envs.trainers.evaluate import evaluate_episodes
+    from pivot_envs.trainers.metrics import read_metrics
+    from pivot_envs.agents.hf import HFAgent
+
+    train = folder / "train"
+    rows = {int(r["step"]): r for r in read_metrics(train / "metrics.jsonl")}
+    points = []
+    for ckpt in list_checkpoints(train):
+        step = int(ckpt.name.split("-")[-1])
+        turns = spec.profile_rollouts + int(rows.get(step, {}).get("cumulative_rollout_turns") or 0)
+        entry: dict[str, Any] = {"step": step, "rollout_turns": turns}
+        for key, temperature, repeats in (("task_success_greedy", 0.0, 1), ("task_success", 1.0, settings.episode_k)):
+            if repeats < 1:
+                continue
+            agent = HFAgent(str(ckpt / "model"), device="cpu", temperature=temperature,
+                            max_new_tokens=settings.max_new_tokens, max_prompt_tokens=settings.max_context_tokens,
+                            batch_size=settings.eval_batch, logprobs="none", num_threads=settings.num_threads,
+                            seed=spec.seed)
+            try:
+                rep = evaluate_episodes({"domains": {}, "overall": {}, "settings": {}}, agent,
+                                        {settings.domain: settings.test_tasks}, max_turns=settings.max_turns,
+                                        limit=settings.curve_tasks, seed=spec.seed, batch_size=settings.eval_batch,
+                                        repeats=repeats)
+            finally:
+                agent.close()
+            entry[key] = rep["overall"]["episodes"]["success"]
+        points.append(entry)
+    return points
 
 
 # --------------------------------------------------------------------------- helpers

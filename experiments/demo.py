@@ -91,6 +91,14 @@ class DemoConfig:
         max_new_tokens: longest sampled action.
         eval_k: samples per test pivot for mean@k.
         verifier_pivots: pivots per domain in the verifier summary (``0``: no summary).
+        max_test_tasks: cap on the held-out tasks played to the end (a seeded sample of the test split's
+            trajectories; ``None``: all); ``0``: no task-success evaluation.
+        episode_k: temperature-1 episodes per held-out task (task success pass@1 = their mean).
+        max_turns: assistant turns before an episode is cut (evaluation and E2E training).
+        warmup_steps: learning-rate warm-up steps of every trained arm.
+        curve_every: evaluate task success at every ``curve_every`` steps of the RL arms (Figure 1's
+            curve of task success against rollout turns); ``0``: none.
+        curve_tasks: held-out tasks played at each curve point (``None``: all).
         workers: runs trained/evaluated at once in worker processes (one CPU thread each).
         threads: torch CPU threads of the in-process stages (base model, profiling).
     """
@@ -123,6 +131,12 @@ class DemoConfig:
     max_new_tokens: int = 96
     eval_k: int = 4
     verifier_pivots: int = 60
+    max_test_tasks: int | None = None
+    episode_k: int = 2
+    max_turns: int = 8
+    warmup_steps: int = 3
+    curve_every: int = 0
+    curve_tasks: int | None = 40
     workers: int = 2
     threads: int = 2
 
@@ -167,7 +181,7 @@ def smoke_config(seed: int = 0) -> DemoConfig:
                         domain_batch=4, probe_batch=4, probe_items=50, warmup_steps=1),
         profile_k=2, lambda_grid=(1.0, 0.5), min_train_pivots=4, steps=2, pivots_per_step=2, group_size=2,
         rl_lr_grid=(1e-3,), sft_lr_grid=(1e-3,), max_new_tokens=8, eval_k=1, verifier_pivots=2, workers=1,
-        threads=1,
+        threads=1, max_test_tasks=3, episode_k=1, max_turns=3, warmup_steps=1, curve_every=1, curve_tasks=2,
     )
 
 
@@ -207,6 +221,8 @@ def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = N
         test_pivots=data["files"]["test"], max_context_tokens=cfg.base.max_context_tokens,
         max_new_tokens=cfg.max_new_tokens, steps=cfg.steps, pivots_per_step=cfg.pivots_per_step,
         group_size=cfg.group_size, beta=cfg.beta, eval_k=cfg.eval_k, num_threads=1, fingerprint=base["key"],
+        warmup_steps=cfg.warmup_steps, test_tasks=data["files"].get("test_tasks"), max_turns=cfg.max_turns,
+        episode_k=cfg.episode_k, curve_every=cfg.curve_every, curve_tasks=cfg.curve_tasks,
     )
     selection = timed("select", lambda: stage_select(cfg, settings, pivot_sets, say))
     runs = timed("arms", lambda: stage_arms(cfg, settings, pivot_sets, selection, say))
@@ -249,7 +265,7 @@ def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
 
     key = stable_hash("data", cfg.domain, cfg.kinds, cfg.seed, cfg.base_fraction, cfg.val_fraction, cfg.max_base,
                       cfg.base_sees_candidates,
-                      cfg.max_candidates, cfg.max_val, cfg.max_test)
+                      cfg.max_candidates, cfg.max_val, cfg.max_test, cfg.max_test_tasks, "tasks-1")
     folder = out / "data"
     path = folder / "data.json"
     done = _load_stage(path, key)
@@ -275,8 +291,35 @@ def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
     sizes = {name: len(p) for name, p in parts.items()}
     sizes["trajectories_base"] = len({_traj(p) for p in parts["base"]})
     sizes["trajectories_candidates"] = len({_traj(p) for p in parts["candidates"]})
-    say(f"  base {sizes['base']}, candidates {sizes['candidates']}, val {sizes['val']}, test {sizes['test']} pivots")
+    files.update(write_tasks(cfg, folder, {_traj(p) for p in parts["candidates"]}, rng))
+    sizes["train_tasks"] = _count_lines(files["train_tasks"])
+    sizes["test_tasks"] = _count_lines(files["test_tasks"]) if files.get("test_tasks") else 0
+    say(f"  base {sizes['base']}, candidates {sizes['candidates']}, val {sizes['val']}, test {sizes['test']} pivots; "
+        f"{sizes['test_tasks']} held-out tasks, {sizes['train_tasks']} training tasks (E2E arms)")
     return _save_stage(path, key, {"files": files, "sizes": sizes, "domain": cfg.domain, "kinds": list(cfg.kinds)})
+
+
+def write_tasks(cfg: DemoConfig, folder: Path, candidate_trajectories: set[str],
+                rng: random.Random) -> dict[str, str | None]:
+    """The task files: ``train_tasks`` (the candidates' trajectories: what the E2E arms train on, the
+    same experience PivotRL's pivots come from) and ``test_tasks`` (held-out: the test split's
+    trajectories, a seeded sample of ``max_test_tasks``)."""
+    from pivot_envs.episode_env import resolve_tasks
+    from pivot_envs.jsonl import write_jsonl
+
+    train = [t for t in resolve_tasks(None, domain=cfg.domain, split="train") if t.id in candidate_trajectories]
+    files: dict[str, str | None] = {"train_tasks": str(folder / "train_tasks.jsonl"), "test_tasks": None}
+    write_jsonl(files["train_tasks"], [t.to_dict() for t in train])
+    if cfg.max_test_tasks != 0:
+        test = _sample(resolve_tasks(None, domain=cfg.domain, split="test"), cfg.max_test_tasks, rng)
+        files["test_tasks"] = str(folder / "test_tasks.jsonl")
+        write_jsonl(files["test_tasks"], [t.to_dict() for t in test])
+    return files
+
+
+def _count_lines(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip())
 
 
 def split_by_trajectory(pivots: Sequence[Pivot], base_fraction: float, val_fraction: float,
@@ -404,7 +447,8 @@ def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logge
 
     profiled = read_pivots(profile["file"])
     folder = out / "data"
-    sets: dict[str, Any] = {"adv": {}, "random": {}, "audits": {}, "profile": profile, "topped_up": {}}
+    sets: dict[str, Any] = {"adv": {}, "random": {}, "audits": {}, "profile": profile, "topped_up": {},
+                            "train_tasks": str(folder / "train_tasks.jsonl")}
     for lam in sorted(set(cfg.lambda_grid) | {cfg.lambda_diff}, reverse=True):
         kept, audit = filter_pivots(profiled, FilterConfig(mode="adv", max_mean=lam))
         topped = 0
@@ -452,7 +496,11 @@ def stage_select(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], s
     if not first and not cfg.lambda_grid:
         say("  fixed settings (no grid): RL lr %g, SFT lr %g, lambda %g" % (cfg.rl_lr, cfg.sft_lr, cfg.lambda_diff))
         return selection
+    first.append(RunSpec("base", cfg.seed, evals=("val",)))  # the base is a candidate (lr = 0)
     results = run_many(first, settings, cfg.workers)
+    base_val = results[-1]["val"]["functional"]
+    first, results = first[:-1], results[:-1]
+    selection["base_val"] = base_val
     rl = [(s, r) for s, r in zip(first, results) if s.arm == "pivotrl"]
     sft = [(s, r) for s, r in zip(first, results) if s.arm == "sft"]
     if rl:
@@ -471,8 +519,15 @@ def stage_select(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], s
                  "val_strict": result["val"]["strict"], "run": Path(result["folder"]).name}
         if trial not in selection["trials"]:
             selection["trials"].append(trial)
+    for arm, pairs in (("pivotrl", rl), ("sft", sft)):
+        if pairs:
+            best = max(r["val"]["functional"] for _, r in pairs)
+            selection.setdefault("beats_base", {})[arm] = best > base_val
+            if best <= base_val:
+                say(f"  {arm}: no learning rate beat the base on validation ({best:.3f} <= {base_val:.3f}): "
+                    "selection keeps the base (lr = 0); the arm is still trained at its best rate and reported")
     say(f"  chosen on validation: RL lr {selection['rl_lr']:g}, SFT lr {selection['sft_lr']:g}, "
-        f"lambda {selection['lambda']:g}")
+        f"lambda {selection['lambda']:g} (base validation accuracy {base_val:.3f})")
     return selection
 
 
@@ -483,12 +538,12 @@ def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], sel
     rollouts = sets["profile"]["stats"]["rollouts"]
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
     specs: list[RunSpec] = []
-    evals = ("val", "test") if (cfg.lambda_grid or cfg.rl_lr_grid or cfg.sft_lr_grid) else ("test",)
+    evals = ("val", "test")  # val: the base is a candidate of every selection (lr = 0), see the report
     for arm in cfg.arms:
         arm_seeds = seeds if arm in ("base", "sft", "pivotrl") else [cfg.seed]
         for seed in arm_seeds:
             if arm == "base":
-                specs.append(RunSpec("base", seed, evals=("test",)))
+                specs.append(RunSpec("base", seed, evals=evals))
             elif arm == "sft":
                 specs.append(RunSpec("sft", seed, sets["adv"][lam], selection["sft_lr"], f"lambda={lam}", evals))
             elif arm == "pivotrl":
@@ -502,6 +557,9 @@ def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], sel
                                      f"n=|D_adv({lam})|", ("test",)))
             elif arm == "pvpo":
                 specs.append(RunSpec("pvpo", seed, sets["pvpo"], selection["rl_lr"], "pvpo", ("test",), rollouts))
+            elif arm in ("e2e", "arpo"):
+                specs.append(RunSpec(arm, seed, None, selection["rl_lr"], "tasks=candidates", ("test",),
+                                     tasks=sets["train_tasks"]))
     todo = [s for s in specs if "test" not in read_run(s, settings)]
     if len(todo) < len(specs):
         say(f"  {len(specs) - len(todo)} of {len(specs)} runs done before")

@@ -39,7 +39,8 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {"title": ARM_TITLES.get(arm, arm), "seeds": [r["seed"] for r in rows]}
         for name, key in (("in_domain_accuracy", "functional"), ("strict_accuracy", "strict"),
                           ("mean_at_k_functional", "mean_at_k_functional"), ("mean_at_k_strict", "mean_at_k_strict"),
-                          ("ood_accuracy", "ood_accuracy")):
+                          ("ood_accuracy", "ood_accuracy"), ("task_success", "task_success"),
+                          ("task_success_greedy", "task_success_greedy")):
             values = [t[key] for t in tests if t.get(key) is not None]
             entry[name], entry[f"{name}_std"] = mean_std(values)
         val = [r["val"]["functional"] for r in rows if r.get("val")]
@@ -62,8 +63,18 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 entry[key] = mean_std([t[key] for t in trains if t.get(key) is not None])[0]
         entry["lr"] = rows[0].get("lr")
         entry["train_pivots_file"] = rows[0].get("pivots")
+        entry["tasks"] = tests[0].get("tasks")
+        if any(t.get("kind") == "episodes" for t in trains):
+            for key in ("tool_calls", "branches", "replayed_steps", "episodes"):
+                entry[key] = _mean_int([t.get(key, 0) for t in trains])
+        curves = [r["curve"] for r in rows if r.get("curve")]
+        if curves:
+            entry["curve"] = curves[0]
         entry["per_seed"] = [{"seed": r["seed"], "in_domain_accuracy": r["test"]["functional"],
                               "strict_accuracy": r["test"]["strict"], "ood_accuracy": r["test"].get("ood_accuracy"),
+                              "task_success": r["test"].get("task_success"),
+                              "task_success_greedy": r["test"].get("task_success_greedy"),
+                              "val_accuracy": (r.get("val") or {}).get("functional"),
                               "run": Path(r["folder"]).name} for r in rows]
         out[arm] = entry
     return out
@@ -71,6 +82,41 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23}
 """Two-sided 95 % Student t quantiles by degrees of freedom (1.96 beyond 10)."""
+
+
+def paired_claims(arms: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The claims the paired tests answer: PivotRL vs Base on held-out task success (the paper's in-domain
+    metric), and the rollout turns PivotRL needs to match E2E RL's task success (Figure 1: >= 4x fewer)."""
+    from pivot_envs.experiments.comparisons import turns_to_match
+
+    claims = []
+    c = comparisons.get("pivotrl_vs_base") or {}
+    if c.get("diff") is None:
+        claims.append(_claim("pivotrl_beats_base_task_success", "PivotRL task success > Base (paired, held-out tasks)",
+                             None, {}))
+    else:
+        verdict = "reproduced" if c["ci_low"] > 0 else "not reproduced" if c["ci_high"] < 0 else "within noise"
+        claims.append({**_claim("pivotrl_beats_base_task_success",
+                                "PivotRL task success > Base (pass@1 at T=1, paired bootstrap over held-out tasks)",
+                                c["diff"] > 0, {"base": c.get("mean_b"), "pivotrl": c.get("mean_a"), "diff": c["diff"],
+                                                "p_value": c["p_value"], "tasks": c.get("n")}),
+                       "verdict": verdict, "interval": [c["ci_low"], c["ci_high"]]})
+    curves = {a: arms[a]["curve"] for a in ("pivotrl", "e2e") if arms.get(a, {}).get("curve")}
+    base = arms.get("base", {}).get("task_success")
+    match = turns_to_match(curves, base)
+    if not match.get("measured"):
+        claims.append(_claim("rollout_turns_vs_e2e", "PivotRL reaches E2E RL's task success with >= 4x fewer rollout "
+                             "turns", None, {}, "needs the curves of pivotrl and e2e (demo --full)"))
+    else:
+        holds = bool(match["reached"] and match["ratio"] is not None and match["ratio"] >= 4)
+        claims.append({**_claim("rollout_turns_vs_e2e", "PivotRL reaches E2E RL's task success with >= 4x fewer "
+                                "rollout turns", holds,
+                                {"target": match["target"], "e2e_turns": match["e2e_turns"],
+                                 "pivotrl_turns": match["pivotrl_turns"], "ratio": match["ratio"],
+                                 "pivotrl_best": match["pivotrl_best"]},
+                                "" if match["reached"] else "PivotRL's curve never reached E2E RL's best task success"),
+                       "verdict": "reproduced" if holds else "not reproduced"})
+    return claims
 
 
 def check_claims(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -214,7 +260,15 @@ def diagnose(report: dict[str, Any]) -> list[str]:
                      + (f"; its loss went from {a['loss_first']:.3f} to {a['loss_last']:.3f}"
                         if a.get("loss_first") else "")
                      + ".")
+    for name, a in arms.items():
+        if a.get("beats_base_on_val") is False:
+            notes.append(f"{name} did not beat the base on validation ({a['val_accuracy']:.3f} vs "
+                         f"{arms['base']['val_accuracy']:.3f}): selecting on validation with the base as a candidate "
+                         "(lr = 0) keeps the base; its test figures are shown for the record.")
     base = arms.get("base")
+    if base is not None and base.get("task_success") is not None and not 0.3 <= base["task_success"] <= 0.6:
+        notes.append(f"Base task success is {base['task_success']:.3f} at T=1 ({_fmt(base.get('task_success_greedy'))} "
+                     "greedy): outside the 0.3-0.6 band where RL has the most room.")
     if base is not None and base.get("strict_accuracy") is not None:
         notes.append(f"Base accuracy is {base['in_domain_accuracy']:.3f} greedy and "
                      f"{_fmt(base.get('mean_at_k_functional'))} mean@k at temperature 1; DESIGN.md asks for a base "
@@ -229,11 +283,15 @@ def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, An
                  verifiers: dict[str, Any] | None, stage_seconds: dict[str, float],
                  wall_seconds: float) -> dict[str, Any]:
     """The ``report.json`` content."""
+    from pivot_envs.experiments.comparisons import paired_comparisons
+
     arms = aggregate_arms(runs)
+    comparisons = paired_comparisons(runs)
     base_report = base["report"]
     report = {
         "arms": arms,
-        "claims": check_claims(arms),
+        "comparisons": comparisons,
+        "claims": paired_claims(arms, comparisons) + check_claims(arms),
         "wall_seconds": round(wall_seconds, 1),
         "seed": cfg.seed,
         "seeds": [cfg.seed + i for i in range(cfg.seeds)],
@@ -249,6 +307,10 @@ def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, An
         "settings": {k: v for k, v in cfg.to_dict().items() if k != "base"},
         "verifiers": verifiers["domains"] if verifiers else None,
     }
+    base_val = (arms.get("base") or {}).get("val_accuracy")
+    for name, a in arms.items():
+        if name != "base" and a.get("val_accuracy") is not None and base_val is not None:
+            a["beats_base_on_val"] = a["val_accuracy"] > base_val
     report["observations"] = diagnose(report)
     return report
 
@@ -268,12 +330,14 @@ def write_report(report: dict[str, Any], out: str | Path) -> list[Path]:
 
 def table_rows(report: dict[str, Any], titles: bool = True) -> list[list[str]]:
     """Rows of the results table (header first): one per arm (its title, or its short name)."""
-    header = ["arm", "in-domain (functional)", "strict", "mean@k", "OOD probes", "rollout turns",
-              "zero-var groups", "train s", "eval s"]
+    header = ["arm", "task success (T=1 pass@1)", "task success (greedy)", "per-turn (greedy)", "strict", "mean@k",
+              "OOD probes", "rollout turns", "zero-var groups", "train s", "eval s"]
     rows = [header]
     for name, a in report["arms"].items():
         rows.append([
-            a["title"] if titles else name, _pm(a["in_domain_accuracy"], a.get("in_domain_accuracy_std")),
+            a["title"] if titles else name, _pm(a.get("task_success"), a.get("task_success_std")),
+            _pm(a.get("task_success_greedy"), a.get("task_success_greedy_std")),
+            _pm(a["in_domain_accuracy"], a.get("in_domain_accuracy_std")),
             _pm(a["strict_accuracy"], a.get("strict_accuracy_std")), _pm(a.get("mean_at_k_functional"), None),
             _pm(a["ood_accuracy"], a.get("ood_accuracy_std")), f"{a['rollout_turns']:,}",
             "-" if a.get("zero_var_frac") is None else f"{a['zero_var_frac']:.2f}",
@@ -304,13 +368,25 @@ def markdown(report: dict[str, Any]) -> str:
     lines.append("|" + "---|" * len(rows[0]))
     lines += ["| " + " | ".join(row) + " |" for row in rows[1:]]
     k = r["settings"].get("eval_k")
+    ek = r["settings"].get("episode_k")
+    tasks = next((a.get("tasks") for a in r["arms"].values() if a.get("tasks")), None)
     lines += [
         "",
-        f"in-domain = greedy accuracy under the domain's functional verifier; strict = greedy exact match; "
+        f"task success = held-out tasks ({tasks or '-'}) played to the end in the domain's world by the model alone "
+        f"(at most {r['settings'].get('max_turns')} turns), success = the expert's final state; T=1 pass@1 = mean "
+        f"over {ek} episodes per task at temperature 1 (the temperature profiling and training use: the "
+        "objective), greedy beside it. "
+        f"per-turn = greedy accuracy under the domain's functional verifier; strict = greedy exact match; "
         f"mean@k = mean functional reward of {k} samples at temperature 1; OOD = greedy exact match on the "
         "200 fixed probe questions (arithmetic and key-value lookup) the base model learned; rollout turns = "
         "actions sampled (profiling + training); zero-var groups = share of training groups whose G rewards "
         "were all equal (no GRPO signal).",
+        "",
+        "## Paired comparisons against the base (same held-out items)",
+        "",
+    ]
+    lines += comparison_lines(r.get("comparisons") or {})
+    lines += [
         "",
         "## The paper's claims at this scale",
         "",
@@ -392,6 +468,28 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def comparison_lines(comparisons: dict[str, dict[str, Any]]) -> list[str]:
+    """The paired tests as a markdown table (diff with its 95 % interval and p-value per metric)."""
+    if not comparisons:
+        return ["(no per-item outcomes: nothing to pair)"]
+    lines = ["| arm vs base | task success T=1 (tasks) | task success greedy | per-turn greedy (McNemar) | "
+             "per-turn mean@k |", "|---|---|---|---|---|"]
+
+    def cell(c: dict[str, Any] | None) -> str:
+        if not c or c.get("diff") is None:
+            return "-"
+        n = f", n={c['n']}" if c.get("n") is not None else ""
+        return f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}], p={c['p_value']:.3g}{n}"
+
+    for name, c in comparisons.items():
+        lines.append(f"| {name.replace('_vs_base', '')} | {cell(c)} | {cell(c.get('task_success_greedy'))} | "
+                     f"{cell(c.get('per_turn'))} | {cell(c.get('per_turn_mean_at_k'))} |")
+    lines += ["", "diff = arm - base; [95 % interval]; task success: paired bootstrap over held-out tasks "
+              "(each task's pass@1 averaged over the arm's seeds); per-turn: McNemar's exact test on greedy "
+              "correctness at the test pivots (first shared seed), mean@k: paired bootstrap over pivots."]
+    return lines
+
+
 # --------------------------------------------------------------------------- plots
 
 
@@ -439,6 +537,23 @@ def draw_plots(report: dict[str, Any], out: Path) -> list[Path]:
         axes[0].legend()
         fig.tight_layout()
         paths.append(out / "training.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    with_curve = {n: a["curve"] for n, a in arms.items() if a.get("curve")}
+    if with_curve:
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        base = arms.get("base", {}).get("task_success")
+        for name, points in with_curve.items():
+            pts = ([(0, base)] if base is not None else []) + [(p["rollout_turns"], p.get("task_success"))
+                                                              for p in points]
+            ax.plot([t for t, _ in pts], [v for _, v in pts], marker="o", label=name)
+        ax.set_xlabel("cumulative rollout turns (model calls; profiling included)")
+        ax.set_ylabel("held-out task success (T=1 pass@1)")
+        ax.set_title("task success vs rollout turns (the paper's Figure 1)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        paths.append(out / "turns.png")
         fig.savefig(paths[-1], dpi=110)
         plt.close(fig)
     return paths

@@ -37,7 +37,25 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     assert report["seed"] == 0 and report["model_params"] > 1000 and report["wall_seconds"] > 0
     assert set(report["stage_seconds"]) == STAGES
     assert {c["name"] for c in report["claims"]} == {"pivotrl_beats_base", "pivotrl_not_below_sft",
-                                                     "ood_drop_at_most_half_of_sft", "table4_ordering"}
+                                                     "ood_drop_at_most_half_of_sft", "table4_ordering",
+                                                     "pivotrl_beats_base_task_success", "rollout_turns_vs_e2e"}
+    # task success on held-out tasks beside per-turn accuracy, and the paired test against the base
+    for name, arm in report["arms"].items():
+        assert 0.0 <= arm["task_success"] <= 1.0 and 0.0 <= arm["task_success_greedy"] <= 1.0, name
+        assert arm["tasks"] == 3, name
+    comp = report["comparisons"]["pivotrl_vs_base"]
+    assert {"diff", "ci_low", "ci_high", "p_value"} <= set(comp) and comp["ci_low"] <= comp["diff"] <= comp["ci_high"]
+    assert comp["n"] == 3 and 0.0 <= comp["p_value"] <= 1.0 and comp["per_turn"]["test"] == "mcnemar-exact"
+    assert set(report["comparisons"]) == {f"{a}_vs_base" for a in ARMS if a != "base"}
+    # the episode arms train on whole tasks and count their rollout turns and tool calls
+    for name in ("e2e", "arpo"):
+        arm = report["arms"][name]
+        assert arm["rollout_turns"] == arm["train_rollouts"] > 0 and arm["episodes"] > 0, name
+    # Figure 1: task success along training against cumulative rollout turns (profiling included)
+    curve = report["arms"]["pivotrl"]["curve"]
+    assert [p["step"] for p in curve] == [1, 2] and curve[0]["rollout_turns"] > report["profile"]["rollouts"]
+    assert [p["step"] for p in report["arms"]["e2e"]["curve"]] == [1, 2]
+    assert (out / "turns.png").exists()
 
     # every stage left its output
     cfg = smoke_config()
@@ -132,7 +150,7 @@ def test_aggregate_means_and_sample_std_over_seeds():
     assert math.isclose(sft["ood_accuracy"], 0.3) and arms["base"]["in_domain_accuracy_std"] is None
     assert [s["seed"] for s in sft["per_seed"]] == [0, 1] and sft["tokens"] == 100
     rows = table_rows({"arms": arms}, titles=False)
-    assert rows[0][0] == "arm" and rows[2][0] == "sft" and rows[2][1] == "0.400 ± 0.141"
+    assert rows[0][0] == "arm" and rows[2][0] == "sft" and rows[2][3] == "0.400 ± 0.141"
     assert mean_std([]) == (None, None)
 
 

@@ -95,6 +95,8 @@ def evaluate(
     episode_max_turns: int = 20,
     episode_user: Any = "scripted",
     episode_limit: int | None = None,
+    episode_k: int = 0,
+    episode_temperature: float = 1.0,
 ) -> dict[str, Any]:
     """Evaluate a model on held-out pivots (and the OOD probes); returns the report dict.
 
@@ -125,6 +127,10 @@ def evaluate(
         episode_max_turns: assistant turns before an episode is truncated.
         episode_user: the user simulator of the episodes (``scripted``, ``none``, ``openai:MODEL@URL``).
         episode_limit: play only the first N tasks of each domain.
+        episode_k: also play every task ``episode_k`` more times at ``episode_temperature``:
+            ``domains[d]["episodes_sampled"]`` / ``overall["episodes_sampled"]``, whose ``success`` is
+            pass@1 as the mean over the k samples (``episode_rows_sampled`` with ``details``).
+        episode_temperature: sampling temperature of those episodes.
 
     Returns:
         ``{"model", "settings", "pivots", "domains": {domain: summary}, "overall": summary,
@@ -136,8 +142,8 @@ def evaluate(
     from pivot_envs.sources import resolve_pivots
     from pivot_envs.trainers.sft import default_prompt_tokens
 
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
+    if k < 0 or episode_k < 0:
+        raise ValueError(f"k and episode_k must be >= 0, got {k} and {episode_k}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     began = time.perf_counter()
@@ -170,6 +176,11 @@ def evaluate(
         if episode_tasks is not None:
             evaluate_episodes(report, greedy_agent, episode_tasks, max_turns=episode_max_turns, user=episode_user,
                               limit=episode_limit, seed=seed, batch_size=batch_size, progress=progress, details=details)
+            if episode_k > 0:
+                evaluate_episodes(report, live(temperature=episode_temperature), episode_tasks,
+                                  max_turns=episode_max_turns, user=episode_user, limit=episode_limit, seed=seed,
+                                  batch_size=batch_size, progress=progress, details=details, repeats=episode_k,
+                                  key="episodes_sampled")
             report["seconds"] = round(time.perf_counter() - began, 3)
         return report
     finally:
@@ -277,11 +288,15 @@ def episode_sources(episodes: Any, pivots: Any) -> dict[str, Any]:
 
 def evaluate_episodes(report: dict[str, Any], agent: Any, sources: dict[str, Any], *, max_turns: int = 20,
                       user: Any = "scripted", limit: int | None = None, seed: int = 0, batch_size: int = 16,
-                      progress: ProgressCallback | None = None, details: bool = False) -> dict[str, Any]:
-    """Play every task of ``sources`` (``{domain: task source}``) with ``agent`` and add task success to
-    ``report`` (``domains[d]["episodes"]``, ``overall["episodes"]``); returns the report."""
+                      progress: ProgressCallback | None = None, details: bool = False, repeats: int = 1,
+                      key: str = "episodes") -> dict[str, Any]:
+    """Play every task of ``sources`` (``{domain: task source}``) ``repeats`` times with ``agent`` and add
+    task success to ``report`` (``domains[d][key]``, ``overall[key]``; the rows as ``episode_rows`` or
+    ``{key}``-named rows with ``details``); returns the report."""
     from pivot_envs.episode_env import EpisodeEnv, episode_starts, resolve_tasks, run_episodes, summarize_rows
 
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     rows: list[dict[str, Any]] = []
     plans = []
     for domain, source in sources.items():
@@ -291,9 +306,9 @@ def evaluate_episodes(report: dict[str, Any], agent: Any, sources: dict[str, Any
         if not tasks:
             raise ValueError(f"episode tasks {source}: no tasks")
         plans.append((domain, tasks))
-    total = sum(len(t) for _, t in plans)
+    total = sum(len(t) for _, t in plans) * repeats
     if progress is not None:
-        progress("episodes", 0, total)
+        progress(key, 0, total)
     for domain, tasks in plans:
         def make_env(domain: str = domain, tasks: list[Any] = tasks) -> EpisodeEnv:
             return EpisodeEnv(tasks=tasks, domain=domain, user=user, max_turns=max_turns)
@@ -301,21 +316,22 @@ def evaluate_episodes(report: dict[str, Any], agent: Any, sources: dict[str, Any
         def on_done(row: dict[str, Any]) -> None:
             rows.append(row)
             if progress is not None:
-                progress("episodes", len(rows), total)
+                progress(key, len(rows), total)
 
         probe = make_env()
         starts = episode_starts(probe)
         probe.close()
-        run_episodes(make_env, starts, agent, batch_size=batch_size, seed=seed, on_done=on_done)
+        run_episodes(make_env, starts * repeats, agent, batch_size=batch_size, seed=seed, on_done=on_done)
     summary = summarize_rows(rows)
     for domain, block in summary["domains"].items():
         entry = report["domains"].setdefault(domain, {"pivots": 0, "greedy": None, "sampled": None})
-        entry["episodes"] = block
-    report["overall"]["episodes"] = summary["overall"]
-    report["settings"]["episodes"] = {"tasks": {d: str(s) for d, s in sources.items()}, "max_turns": max_turns,
-                                      "user": user if isinstance(user, str) else str(user), "limit": limit}
+        entry[key] = {**block, "repeats": repeats}
+    report["overall"][key] = {**summary["overall"], "repeats": repeats}
+    report["settings"][key] = {"tasks": {d: str(s) for d, s in sources.items()}, "max_turns": max_turns,
+                               "user": user if isinstance(user, str) else str(user), "limit": limit,
+                               "repeats": repeats}
     if details:
-        report["episode_rows"] = rows
+        report["episode_rows" if key == "episodes" else f"{key}_rows"] = rows
     return report
 
 

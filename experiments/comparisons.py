@@ -1,0 +1,121 @@
+"""Paired comparisons of the demo's arms against the base model, on the same held-out items.
+
+::
+
+    from pivot_envs.experiments.comparisons import paired_comparisons, turns_to_match
+
+    comparisons = paired_comparisons(runs)          # runs: the arms' run.json contents
+    comparisons["pivotrl_vs_base"]                  # {"diff", "ci_low", "ci_high", "p_value", ...}
+
+For every trained arm, ``ARM_vs_base`` holds (each arm's per-item outcomes averaged over its seeds,
+the base's likewise, then compared item by item):
+
+* the headline, **task success** (pass@1 at temperature 1 = the mean over ``episode_k`` episodes per
+  held-out task; the temperature profiling and training use): paired bootstrap over tasks
+  (:func:`pivot_envs.experiments.stats.paired_bootstrap`) — ``diff``, ``ci_low``, ``ci_high``,
+  ``p_value`` at the top level;
+* ``task_success_greedy``: the same test on greedy episodes;
+* ``per_turn``: McNemar's exact test on greedy per-turn correctness (reward >= 0.5) at the test
+  pivots, for the first seed both arms share (:func:`pivot_envs.experiments.stats.mcnemar`);
+* ``per_turn_mean_at_k``: paired bootstrap on the per-pivot mean@k at temperature 1.
+
+Items whose outcome is missing in either arm (infrastructure errors) are left out and counted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from pivot_envs.experiments.stats import drop_missing, mcnemar, paired_bootstrap
+
+HEADLINE = "task success: pass@1 at temperature 1 (mean over the episodes of each held-out task)"
+
+
+def paired_comparisons(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> dict[str, dict[str, Any]]:
+    """``{"ARM_vs_base": {...}}`` for every arm with per-item outcomes (see the module docstring)."""
+    from pivot_envs.experiments.arms import read_items
+
+    by_arm: dict[str, dict[int, dict[str, Any]]] = {}
+    for run in runs:
+        if "test" not in run:
+            continue
+        items = read_items(run, "test")
+        if items is not None:
+            by_arm.setdefault(run["arm"], {})[int(run["seed"])] = items
+    base = by_arm.get("base")
+    if not base:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for arm, seeds in by_arm.items():
+        if arm == "base":
+            continue
+        entry: dict[str, Any] = {"metric": HEADLINE, "seeds": sorted(seeds)}
+        tasks = _bootstrap(_averaged(seeds, "task_sampled"), _averaged(base, "task_sampled"), n_boot)
+        if tasks is not None:
+            entry.update({k: tasks[k] for k in ("diff", "ci_low", "ci_high", "p_value", "n", "mean_a", "mean_b")})
+            entry["dropped"] = tasks["dropped"]
+            entry["test"] = tasks["test"]
+        entry["task_success_greedy"] = _bootstrap(_averaged(seeds, "task_greedy"), _averaged(base, "task_greedy"), n_boot)
+        shared = sorted(set(seeds) & set(base))
+        if shared:
+            s = shared[0]
+            a, b = _aligned(seeds[s]["pivot_greedy"], base[s]["pivot_greedy"])
+            a2, b2, dropped = drop_missing(a, b)
+            entry["per_turn"] = ({**mcnemar([x >= 0.5 for x in a2], [x >= 0.5 for x in b2]), "seed": s,
+                                  "dropped": dropped} if a2 else None)
+        entry["per_turn_mean_at_k"] = _bootstrap(_averaged(seeds, "pivot_sampled"), _averaged(base, "pivot_sampled"),
+                                                 n_boot)
+        out[f"{arm}_vs_base"] = entry
+    return out
+
+
+def turns_to_match(curves: dict[str, list[dict[str, Any]]], base_success: float | None,
+                   key: str = "task_success") -> dict[str, Any]:
+    """Rollout turns PivotRL and E2E RL need to reach the same task success (the paper's 4x claim).
+
+    ``curves[arm]`` are points ``{"rollout_turns", key}`` (profiling included; the base model is the
+    point at 0 turns). The target is E2E RL's best success on its curve; ``ratio`` = E2E's turns to its
+    target / PivotRL's turns to reach it (``None`` when PivotRL never does: ``reached`` is False).
+    """
+    def points(arm: str) -> list[tuple[int, float]]:
+        pts = [(0, base_success)] if base_success is not None else []
+        pts += [(int(p["rollout_turns"]), p[key]) for p in curves.get(arm, []) if p.get(key) is not None]
+        return sorted((t, v) for t, v in pts if v is not None and not math.isnan(v))
+
+    rl, e2e = points("pivotrl"), points("e2e")
+    if not rl or not e2e:
+        return {"measured": False}
+    target = max(v for _, v in e2e)
+    e2e_turns = min(t for t, v in e2e if v >= target)
+    reached = [t for t, v in rl if v >= target]
+    rl_turns = min(reached) if reached else None
+    return {"measured": True, "target": target, "e2e_turns": e2e_turns, "pivotrl_turns": rl_turns,
+            "reached": rl_turns is not None,
+            "ratio": (e2e_turns / rl_turns) if rl_turns else None,
+            "pivotrl_best": max(v for _, v in rl), "metric": key}
+
+
+def _averaged(by_seed: dict[int, dict[str, Any]], key: str) -> dict[str, float | None]:
+    """Per item, the mean over seeds of its outcome (``None`` when it is missing in every seed)."""
+    values: dict[str, list[float]] = {}
+    seen: set[str] = set()
+    for items in by_seed.values():
+        for item, v in (items.get(key) or {}).items():
+            seen.add(item)
+            if v is not None:
+                values.setdefault(item, []).append(float(v))
+    return {item: (sum(values[item]) / len(values[item]) if item in values else None) for item in sorted(seen)}
+
+
+def _aligned(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    keys = sorted(set(a) & set(b))
+    return [a[k] for k in keys], [b[k] for k in keys]
+
+
+def _bootstrap(a: dict[str, Any], b: dict[str, Any], n_boot: int) -> dict[str, Any] | None:
+    x, y = _aligned(a, b)
+    x2, y2, dropped = drop_missing(x, y)
+    if not x2:
+        return None
+    return {**paired_bootstrap(x2, y2, n_boot=n_boot, seed=0), "dropped": dropped}
