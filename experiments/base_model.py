@@ -24,11 +24,12 @@ actions need. Deterministic under ``seed``.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from pivot_envs.types import Pivot
 
@@ -51,6 +52,9 @@ class BaseRecipe:
         prompt_loss_weight: weight of the prompt tokens in the domain loss (the action tokens have 1).
         probe_items: distinct training probe items drawn for the mixture.
         num_threads: torch CPU threads while training.
+        eval_every: early stopping: every ``eval_every`` steps the action loss on the validation
+            pivots is measured and the weights of the best check are the ones kept (``0``: off, the
+            last step's weights are kept).
     """
 
     hidden_size: int = 128
@@ -66,6 +70,7 @@ class BaseRecipe:
     prompt_loss_weight: float = 0.3
     probe_items: int = 4000
     num_threads: int | None = 1
+    eval_every: int = 0
 
 
 @dataclass
@@ -83,6 +88,8 @@ class BaseReport:
         tokens: tokens processed (domain + probe batches, padding excluded).
         seconds: wall time of the build.
         recipe: the :class:`BaseRecipe` used.
+        val_losses: ``[step, validation action loss]`` at every check (early stopping).
+        best_step: the step whose weights were kept (``steps`` without early stopping).
     """
 
     parameters: int
@@ -95,6 +102,8 @@ class BaseReport:
     tokens: int = 0
     seconds: float = 0.0
     recipe: dict = field(default_factory=dict)
+    val_losses: list[list[float]] = field(default_factory=list)
+    best_step: int = 0
 
 
 REPORT_FILE = "base_model.json"
@@ -108,10 +117,12 @@ def build_base_model(
     *,
     seed: int = 0,
     progress: Callable[[int, int, float, float], None] | None = None,
+    val_pivots: Sequence[Pivot] = (),
 ) -> BaseReport:
     """Build the base model in ``out_dir`` from ``base_pivots`` and the probes; returns (and saves) its report.
 
-    ``progress(step, steps, domain_loss, probe_loss)`` is called every 10 steps.
+    ``progress(step, steps, domain_loss, probe_loss)`` is called every 10 steps. With
+    ``recipe.eval_every`` and ``val_pivots``, the weights with the lowest validation action loss are kept.
     """
     from pivot_envs.envs_data.probes import probe_examples
     from pivot_envs.models.reference import build_reference_model
@@ -127,7 +138,7 @@ def build_base_model(
         n_heads=recipe.n_heads, max_context_tokens=recipe.max_context_tokens, num_threads=recipe.num_threads,
     )
     report = train_mixture(model_dir, base_pivots, [item.example() for item in probes], recipe, seed=seed,
-                           progress=progress)
+                           progress=progress, val_pivots=val_pivots)
     from transformers import AutoTokenizer
 
     report.parameters = count_parameters(model_dir)
@@ -153,6 +164,7 @@ def train_mixture(
     *,
     seed: int = 0,
     progress: Callable[[int, int, float, float], None] | None = None,
+    val_pivots: Sequence[Pivot] = (),
 ) -> BaseReport:
     """Train the model in ``model_dir`` on domain + probe batches (see the module docstring) and save it back.
 
@@ -161,7 +173,7 @@ def train_mixture(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pivot_envs.trainers.lm_loop import Part, train_steps
+    from pivot_envs.trainers.lm_loop import Part, collate, target_nll_sum, train_steps
     from pivot_envs.trainers.sft import encode_example
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -177,6 +189,7 @@ def train_mixture(
             rows.append((p_ids, a_ids))
         return rows
 
+    val_rows = [encode_example(tokenizer, p, max_prompt_tokens=ctx, max_action_tokens=256) for p in val_pivots]
     probe_rows = chat_rows(probe_pairs)
     if not domain_rows or not probe_rows:
         raise ValueError("the base mixture needs domain pivots and probe items")
@@ -199,7 +212,27 @@ def train_mixture(
         probe = [probe_rows[rng.randrange(len(probe_rows))] for _ in range(recipe.probe_batch)]
         return [[Part(domain, "domain", recipe.prompt_loss_weight), Part(probe, "probe")]]
 
+    best: dict[str, Any] = {"loss": math.inf, "state": None, "step": steps}
+
+    def val_loss() -> float:
+        model.eval()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for start in range(0, len(val_rows), 32):
+                chunk = val_rows[start : start + 32]
+                ids, mask, labels = collate(chunk, pad)
+                total += float(target_nll_sum(model, ids, mask, labels))
+                count += sum(len(t) for _, t in chunk)
+        model.train()
+        return total / max(1, count)
+
     def record(row: dict) -> None:
+        if recipe.eval_every and val_rows and (row["step"] % recipe.eval_every == 0 or row["step"] == steps):
+            loss = val_loss()
+            report.val_losses.append([row["step"], round(loss, 4)])
+            if loss < best["loss"]:
+                best.update(loss=loss, step=row["step"],
+                            state={k: v.detach().clone() for k, v in model.state_dict().items()})
         report.tokens += row["tokens"]
         d_acc.append(row["terms"]["domain"]["target_loss"])
         p_acc.append(row["terms"]["probe"]["loss"])
@@ -213,6 +246,9 @@ def train_mixture(
 
     train_steps(model, optim, sched, batch_for, steps=steps, pad_id=pad, num_threads=recipe.num_threads,
                 on_step=record)
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
+    report.best_step = best["step"]
     model.eval()
     model.save_pretrained(model_dir)
     return report

@@ -365,9 +365,13 @@ def stage_base(cfg: DemoConfig, out: Path, data: dict[str, Any], say: Logger) ->
             say(f"  step {step}/{steps}: action loss {domain_loss:.3f}, probe loss {probe_loss:.3f} "
                 f"({time.perf_counter() - t0:.0f} s)")
 
-    report = build_base_model(cfg.domain, base_pivots, folder, recipe, seed=cfg.seed, progress=progress)
+    val_pivots = read_pivots(data["files"]["val"]) if recipe.eval_every else []
+    report = build_base_model(cfg.domain, base_pivots, folder, recipe, seed=cfg.seed, progress=progress,
+                              val_pivots=val_pivots)
     marker.write_text(json.dumps({"key": key}) + "\n", encoding="utf-8")
-    say(f"  {report.parameters:,} parameters, {report.seconds:.0f} s")
+    stop = (f", weights of step {report.best_step} kept (lowest validation action loss)"
+            if report.val_losses else "")
+    say(f"  {report.parameters:,} parameters, {report.seconds:.0f} s{stop}")
     return {"dir": str(folder), "key": key, "report": asdict(report)}
 
 

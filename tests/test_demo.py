@@ -207,3 +207,31 @@ def test_config_rejects_unknown_arms_and_orphan_ablations():
         DemoConfig(arms=("base", "dpo"))
     with pytest.raises(ValueError, match="ablations of pivotrl"):
         DemoConfig(arms=("base", "no_filter"))
+
+
+def test_base_model_keeps_the_weights_with_the_lowest_validation_loss(tmp_path):
+    """Early stopping: the validation action loss is measured every ``eval_every`` steps and the best
+    check's weights are the ones saved (a learning rate that blows up late makes the last step worse)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pivot_envs.envs_data import load_pivots
+    from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
+    from pivot_envs.trainers.lm_loop import collate, target_nll_sum
+    from pivot_envs.trainers.sft import encode_example
+
+    train, val = load_pivots("terminal", "train")[:24], load_pivots("terminal", "test")[:6]
+    recipe = BaseRecipe(hidden_size=32, n_layers=1, n_heads=2, vocab_size=400, max_context_tokens=96, steps=6,
+                        domain_batch=4, probe_batch=4, probe_items=50, warmup_steps=1, eval_every=2, lr=3e-3)
+    report = build_base_model("terminal", train, tmp_path / "m", recipe, seed=0, val_pivots=val)
+    assert [s for s, _ in report.val_losses] == [2, 4, 6]
+    best_step, best_loss = min(report.val_losses, key=lambda x: x[1])
+    assert report.best_step == best_step and read_base_report(tmp_path / "m").best_step == best_step
+    # the saved weights are the best check's: their validation loss is the recorded minimum
+    tok = AutoTokenizer.from_pretrained(tmp_path / "m")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "m").eval()
+    rows = [encode_example(tok, p, max_prompt_tokens=96, max_action_tokens=256) for p in val]
+    ids, mask, labels = collate(rows, tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+    with torch.no_grad():
+        loss = float(target_nll_sum(model, ids, mask, labels)) / sum(len(t) for _, t in rows)
+    assert loss == pytest.approx(best_loss, abs=1e-3)
