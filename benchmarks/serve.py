@@ -1,13 +1,24 @@
 """``pivot-envs serve`` throughput: NeMo Gym ``/verify`` and ``/verify_batch`` against in-process scoring.
 
-* in-process: ``verifier.verify_many`` on the same tool-call pivots and actions (the bar);
-* ``/verify``: one row per request, ``--clients`` concurrent clients (threads, keep-alive sessions);
-* ``/verify_batch``: ``--batch`` rows per request, the same number of clients;
+Three in-process bars (one thread, no HTTP), each on the same rows:
 
-against ``pivot-envs serve --workers 2 --verifier tool_call`` on 127.0.0.1. Rows are NeMo Gym verify
-bodies built from the bundled ``tool_use`` test pivots that end in a tool call; half the responses are
-the expert call, half have one argument changed. Throughput is rows/s; latency is per request.
-Target: the HTTP faces >= 50 % of in-process rows/s.
+* ``verify_many``: ``verifier.verify_many`` on the same tool-call pivots and actions, built beforehand
+  (the original bar: scoring alone);
+* ``convert + verify``: ``nemo_gym.verify_rows`` on the NeMo Gym rows as dicts (row -> pivot + action,
+  then scoring): what a NeMo Gym row costs without HTTP and JSON;
+* ``decode + convert + verify + encode``: ``nemo_gym.verify_rows_text`` on the ``--batch``-row request
+  bodies (bytes in, answer bytes out): a ``/verify_batch`` request's work without the HTTP stack;
+
+and the HTTP faces against ``pivot-envs serve --workers 2 --verifier tool_call`` on 127.0.0.1:
+
+* ``/verify``: one row per request, ``--clients`` concurrent clients (threads, keep-alive sessions);
+* ``/verify_batch``: ``--batch`` rows per request, the same number of clients.
+
+Rows are NeMo Gym verify bodies built from the bundled ``tool_use`` test pivots that end in a tool
+call (~11 kB each, 7 kB of it the tools list); half the responses are the expert call, half have one
+argument changed. Throughput is rows/s; latency is per request; each face also records the CPU seconds
+per request of the server processes and of this client process (Linux), since client and server share
+the machine. Target: the HTTP faces >= 50 % of in-process ``verify_many`` rows/s.
 
     python benchmarks/serve.py [--rows 512] [--clients 64] [--batch 32] [--seconds 6] [--workers 2]
 
@@ -34,8 +45,10 @@ import requests
 
 from pivot_envs import parse_action
 from pivot_envs.formats.nemo_gym import plain_row_from_pivot
+from pivot_envs.serve import nemo_gym
 from pivot_envs.sources import resolve_pivots
 from pivot_envs.verifiers import build_verifier
+from pivot_envs.verifiers.batch import VerifierResolver
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "serve.json"
@@ -84,6 +97,36 @@ def bench_in_process(pivots: list[Any], actions: list[Any], seconds: float) -> d
     return {"rows_per_s": rows / elapsed, "rows": rows, "seconds": elapsed, "mean_reward": statistics.mean(rewards)}
 
 
+def bench_in_process_rows(bodies: list[dict[str, Any]], batch: int, seconds: float) -> dict[str, Any]:
+    """``nemo_gym.verify_rows`` on the rows as dicts, ``batch`` at a time: conversion + scoring."""
+    resolver, reader = VerifierResolver("tool_call"), nemo_gym.RowReader()
+    chunks = [bodies[i:i + batch] for i in range(0, len(bodies), batch)]
+    for chunk in chunks:  # warm (the reader's and the verifier's caches, as a server's after its first rows)
+        nemo_gym.verify_rows(chunk, resolver, "tool_use", reader=reader)
+    rows, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for chunk in chunks:
+            rows += len(nemo_gym.verify_rows(chunk, resolver, "tool_use", reader=reader))
+    elapsed = time.perf_counter() - t0
+    rewards = [a["reward"] for chunk in chunks for a in nemo_gym.verify_rows(chunk, resolver, "tool_use", reader=reader)]
+    return {"rows_per_s": rows / elapsed, "rows": rows, "seconds": elapsed, "mean_reward": statistics.mean(rewards)}
+
+
+def bench_in_process_text(payloads: list[bytes], rows_per_payload: list[int], seconds: float) -> dict[str, Any]:
+    """``nemo_gym.verify_rows_text`` on the ``/verify_batch`` bodies: JSON decode + conversion + scoring + encode."""
+    resolver, reader = VerifierResolver("tool_call"), nemo_gym.RowReader()
+    for body in payloads:
+        nemo_gym.verify_rows_text(body, resolver, "tool_use", reader=reader)
+    rows, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for body, n in zip(payloads, rows_per_payload):
+            nemo_gym.verify_rows_text(body, resolver, "tool_use", reader=reader)
+            rows += n
+    elapsed = time.perf_counter() - t0
+    rewards = [a["reward"] for body in payloads for a in nemo_gym.verify_rows_text(body, resolver, "tool_use", reader=reader)[0]]
+    return {"rows_per_s": rows / elapsed, "rows": rows, "seconds": elapsed, "mean_reward": statistics.mean(rewards)}
+
+
 # --------------------------------------------------------------------------- HTTP
 def start_server(workers: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
@@ -104,8 +147,24 @@ def start_server(workers: int) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("pivot-envs serve did not start in 60 s")
 
 
+def process_tree_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` and its descendants, from /proc (None elsewhere)."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        total, todo = 0.0, [pid]
+        while todo:
+            p = todo.pop()
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        return total
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def bench_http(url: str, path: str, payloads: list[bytes], rows_per_request: int, clients: int,
-               seconds: float) -> dict[str, Any]:
+               seconds: float, server_pid: int | None = None) -> dict[str, Any]:
     """``clients`` threads POST ``payloads`` round-robin to ``path`` for ``seconds``."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
@@ -129,33 +188,49 @@ def bench_http(url: str, path: str, payloads: list[bytes], rows_per_request: int
     for t in threads:
         t.start()
     start.wait()
-    t0 = time.perf_counter()
+    t0, client0 = time.perf_counter(), time.process_time()
+    server0 = process_tree_cpu(server_pid) if server_pid else None
     time.sleep(seconds)
     stop.set()
     for t in threads:
         t.join(60)
     elapsed = time.perf_counter() - t0
+    client_cpu = time.process_time() - client0
+    server1 = process_tree_cpu(server_pid) if server_pid else None
     lat = sorted(x for per in latencies for x in per)
     requests_done = len(lat)
+    per_request = 1000 / max(requests_done, 1)
     return {"rows_per_s": requests_done * rows_per_request / elapsed, "requests": requests_done,
             "rows_per_request": rows_per_request, "seconds": elapsed, "errors": sum(errors),
             "p50_ms": 1000 * lat[len(lat) // 2] if lat else None,
-            "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None}
+            "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None,
+            "server_cpu_ms_per_request": (server1 - server0) * per_request if server0 is not None and server1 is not None else None,
+            "client_cpu_ms_per_request": client_cpu * per_request}
+
+
+BARS = (("in_process", "in-process verify_many"),
+        ("in_process_convert", "in-process convert + verify"),
+        ("in_process_text", "in-process decode+...+encode"))
+"""The in-process bars (result key, table label), scoring alone first."""
 
 
 def bench_verify(args: argparse.Namespace) -> dict[str, Any]:
     bodies, pivots, actions = workload(args.rows)
     out: dict[str, Any] = {"rows": args.rows, "clients": args.clients, "batch": args.batch, "workers": args.workers}
+    single = [json.dumps(b).encode() for b in bodies]
+    batches = [json.dumps(bodies[i:i + args.batch]).encode() for i in range(0, len(bodies), args.batch)]
+    sizes = [len(bodies[i:i + args.batch]) for i in range(0, len(bodies), args.batch)]
+    out["bytes_per_row"] = sum(map(len, single)) / len(single)
     out["in_process"] = bench_in_process(pivots, actions, args.seconds)
+    out["in_process_convert"] = bench_in_process_rows(bodies, args.batch, args.seconds)
+    out["in_process_text"] = bench_in_process_text(batches, sizes, args.seconds)
     proc, url = start_server(args.workers)
     try:
         check = requests.post(url + "/verify_batch", json=bodies[:64]).json()
         out["http_mean_reward_check"] = statistics.mean(r["reward"] for r in check)
-        single = [json.dumps(b).encode() for b in bodies]
-        batches = [json.dumps(bodies[i:i + args.batch]).encode() for i in range(0, len(bodies), args.batch)]
         bench_http(url, "/verify", single[:64], 1, args.clients, 1.0)  # warm both workers
-        out["verify"] = bench_http(url, "/verify", single, 1, args.clients, args.seconds)
-        out["verify_batch"] = bench_http(url, "/verify_batch", batches, args.batch, args.clients, args.seconds)
+        out["verify"] = bench_http(url, "/verify", single, 1, args.clients, args.seconds, proc.pid)
+        out["verify_batch"] = bench_http(url, "/verify_batch", batches, args.batch, args.clients, args.seconds, proc.pid)
         out["server_metrics_one_worker"] = requests.get(url + "/metrics", params={"format": "json"}).json()["routes"]
     finally:
         proc.terminate()
@@ -164,20 +239,29 @@ def bench_verify(args: argparse.Namespace) -> dict[str, Any]:
     for face in ("verify", "verify_batch"):
         out[face]["fraction_of_in_process"] = out[face]["rows_per_s"] / base
         out[face]["meets_50pct_target"] = out[face]["rows_per_s"] >= 0.5 * base
+        out[face]["fraction_of_in_process_convert"] = out[face]["rows_per_s"] / out["in_process_convert"]["rows_per_s"]
+        out[face]["fraction_of_in_process_text"] = out[face]["rows_per_s"] / out["in_process_text"]["rows_per_s"]
     return out
 
 
 # --------------------------------------------------------------------------- main
 def print_table(v: dict[str, Any]) -> None:
-    base = v["in_process"]["rows_per_s"]
-    print(f"\nserve throughput: {v['rows']} tool_call rows, {v['clients']} clients, {v['workers']} uvicorn workers, "
-          f"batch {v['batch']}")
-    print(f"{'face':<28}{'rows/s':>10}{'vs in-process':>15}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}")
-    print(f"{'in-process verify_many':<28}{base:>10.0f}{'1.00':>15}{'-':>10}{'-':>10}{'-':>8}")
+    print(f"\nserve throughput: {v['rows']} tool_call rows (~{v['bytes_per_row'] / 1000:.0f} kB each), {v['clients']} clients, "
+          f"{v['workers']} uvicorn workers, batch {v['batch']}")
+    print("ratios: rows/s over each in-process bar (one thread): A verify_many alone, B rows -> pivot + action + "
+          "verify_many, C B plus JSON decode/encode")
+    print(f"{'face':<30}{'rows/s':>9}{'/A':>7}{'/B':>7}{'/C':>7}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}"
+          f"{'srv cpu ms/req':>16}{'cli cpu ms/req':>16}")
+    bars = [v[key]["rows_per_s"] for key, _ in BARS]
+    for (key, label), rate in zip(BARS, bars):
+        ratios = "".join(f"{rate / bar:>7.2f}" for bar in bars)
+        print(f"{label:<30}{rate:>9.0f}{ratios}{'-':>9}{'-':>9}{'-':>7}{'-':>16}{'-':>16}")
     for face, label in (("verify", "POST /verify (1 row)"), ("verify_batch", f"POST /verify_batch ({v['batch']} rows)")):
         r = v[face]
-        print(f"{label:<28}{r['rows_per_s']:>10.0f}{r['fraction_of_in_process']:>15.2f}{r['p50_ms']:>10.1f}"
-              f"{r['p99_ms']:>10.1f}{r['errors']:>8}")
+        ratios = "".join(f"{r['rows_per_s'] / bar:>7.2f}" for bar in bars)
+        server = "-" if r.get("server_cpu_ms_per_request") is None else f"{r['server_cpu_ms_per_request']:.2f}"
+        print(f"{label:<30}{r['rows_per_s']:>9.0f}{ratios}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}{r['errors']:>7}"
+              f"{server:>16}{r['client_cpu_ms_per_request']:>16.2f}")
 
 
 def main() -> None:

@@ -119,6 +119,36 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
+class ObserveMiddleware:
+    """Counts every HTTP request in :class:`Metrics` (route template, status, seconds until the answer is sent).
+
+    A plain ASGI middleware: Starlette's ``@app.middleware("http")`` (``BaseHTTPMiddleware``) adds a
+    task group and a memory stream to every request. An unhandled exception still counts as a 500.
+    """
+
+    def __init__(self, app: Any, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 500
+
+        async def send_observed(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_observed)
+        finally:
+            path = getattr(scope.get("route"), "path", None) or "<unmatched>"
+            self.metrics.observe(path, status, time.perf_counter() - t0)
+
+
 # ------------------------------------------------------------------------------------- state
 @dataclass
 class ServeState:
@@ -197,18 +227,7 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
     app = FastAPI(title="pivot-envs serve", version="0.1.0", lifespan=lifespan)
     app.state.serve = state
 
-    @app.middleware("http")
-    async def _observe(request: Request, call_next):
-        t0 = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            route = request.scope.get("route")
-            path = getattr(route, "path", None) or "<unmatched>"
-            state.metrics.observe(path, status, time.perf_counter() - t0)
+    app.add_middleware(ObserveMiddleware, metrics=state.metrics)
 
     @app.exception_handler(SessionError)
     async def _session_error(request: Request, exc: SessionError):
@@ -232,54 +251,37 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
         return PlainTextResponse(state.metrics.prometheus(n), media_type="text/plain; version=0.0.4")
 
     # ---- NeMo Gym resources server
-    async def _json_body(request: Request, spans: bool = False) -> Any:
-        try:
-            raw = (await request.body()).decode()
-            return nemo_gym.decode_with_spans(raw) if spans else json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise nemo_gym.BodyError("<body>", f"not valid JSON: {exc}") from None
-
     @app.post("/seed_session")
     async def seed_session(request: Request) -> dict[str, Any]:
         raw = await request.body()
         if raw.strip():
-            body = await _json_body(request)
+            try:
+                body = json.loads(raw.decode())
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise nemo_gym.BodyError("<body>", f"not valid JSON: {exc}") from None
             if not isinstance(body, dict):
                 raise nemo_gym.BodyError("<body>", "must be a JSON object")
         return {}
 
-    def _verify_one(body: Any, raw: str) -> Response:
-        if not isinstance(body, dict):
-            raise nemo_gym.BodyError("<body>", f"must be a JSON object, got {type(body).__name__}")
-        nemo_gym.parse_verify_body(body, verify_domain)  # a bad body is a 422 naming the field
-        out = nemo_gym.verify_rows([body], resolver, verify_domain)[0]
+    # One thread hop per request: decoding, converting, verifying and encoding all run off the event
+    # loop (a verifier may block: an LLM judge, a sandbox), and none of it is done twice.
+    def _verify_one(raw: bytes) -> Response:
+        out, content = nemo_gym.verify_body_text(raw, resolver, verify_domain)  # a bad body: 422 naming the field
         state.metrics.count_verified([out])
-        return Response(nemo_gym.encode_answer(out, body, raw.strip()), media_type="application/json")
+        return Response(content, media_type="application/json")
 
     @app.post("/verify")
     async def verify(request: Request):
-        try:
-            raw = (await request.body()).decode()
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise nemo_gym.BodyError("<body>", f"not valid JSON: {exc}") from None
-        return await run_in_threadpool(_verify_one, body, raw)
+        return await run_in_threadpool(_verify_one, await request.body())
 
-    def _verify_many(rows: list[Any], spans: list[str] | None) -> Response:
-        out = nemo_gym.verify_rows(rows, resolver, verify_domain)
+    def _verify_many(raw: bytes) -> Response:
+        out, content = nemo_gym.verify_rows_text(raw, resolver, verify_domain)
         state.metrics.count_verified(out)
-        spans = spans if spans is not None else [None] * len(rows)
-        text = "[" + ", ".join(nemo_gym.encode_answer(a, r, s) for a, r, s in zip(out, rows, spans)) + "]"
-        return Response(text, media_type="application/json")
+        return Response(content, media_type="application/json")
 
     @app.post("/verify_batch")
     async def verify_batch(request: Request):
-        body, spans = await _json_body(request, spans=True)
-        if isinstance(body, dict) and isinstance(body.get("rows"), list):
-            body, spans = body["rows"], None
-        if not isinstance(body, list):
-            raise nemo_gym.BodyError("<body>", "must be a JSON list of verify rows (or {\"rows\": [...]})")
-        return await run_in_threadpool(_verify_many, body, spans)
+        return await run_in_threadpool(_verify_many, await request.body())
 
     # ---- gymnasium over HTTP
     @app.post("/reset")
