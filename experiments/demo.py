@@ -91,6 +91,9 @@ class DemoConfig:
         max_new_tokens: longest sampled action.
         eval_k: samples per test pivot for mean@k.
         verifier_pivots: pivots per domain in the verifier summary (``0``: no summary).
+        extra_trajectories: more trajectories generated for the base model by the domain's generator
+            (another seed than the bundled data's; never test tasks): more, and more varied, data so that the
+            base generalises instead of memorising.
         max_test_tasks: cap on the held-out tasks played to the end (a seeded sample of the test split's
             trajectories; ``None``: all); ``0``: no task-success evaluation.
         episode_k: temperature-1 episodes per held-out task (task success pass@1 = their mean).
@@ -131,6 +134,7 @@ class DemoConfig:
     max_new_tokens: int = 96
     eval_k: int = 4
     verifier_pivots: int = 60
+    extra_trajectories: int = 0
     max_test_tasks: int | None = None
     episode_k: int = 2
     max_turns: int = 8
@@ -159,18 +163,34 @@ class DemoConfig:
         return asdict(self)
 
 
+QUICK_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=400, eval_every=100)
+"""The quick demo's base model: a 256-token window and 400 steps (what fits 10 minutes on 2 cores)."""
+
+FULL_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=512, steps=800, eval_every=100)
+"""``--full``'s base model: a 512-token window (the prompts' 90th percentile is ~420 tokens) and 800 steps,
+with early stopping on the validation split."""
+
+
 def quick_config(seed: int = 0, domain: str | None = None) -> DemoConfig:
-    """``pivot-envs demo``: base vs PivotRL, one seed, fewer candidates, steps and test pivots than
-    ``--full`` (< 10 min on 2 cores); fixed hyper-parameters, the learning rate being the one ``--full``
-    chose on the validation split."""
-    return DemoConfig(seed=seed, max_candidates=192, steps=30, max_test=100, **({"domain": domain} if domain else {}))
+    """``pivot-envs demo``: base vs PivotRL, one seed, on 2 cores in about 10 minutes.
+
+    Fixed hyper-parameters, set a priori (not tuned on anything): 32 pivots x 4 samples per step, 8 steps
+    after 2 warm-up steps, lr 3e-4 (fewer, larger steps than ``--full``'s grid centre), the base model of
+    :data:`QUICK_BASE` trained on half of the bundled training trajectories plus 600 generated ones."""
+    return DemoConfig(seed=seed, base=dataclasses.replace(QUICK_BASE), extra_trajectories=600, max_candidates=128,
+                      steps=8, warmup_steps=2, pivots_per_step=32, group_size=4, rl_lr=3e-4, max_test=120,
+                      max_val=64, episode_k=2, **({"domain": domain} if domain else {}))
 
 
 def full_config(seed: int = 0, seeds: int = 3, domain: str | None = None) -> DemoConfig:
     """``pivot-envs demo --full``: every arm, ``seeds`` seeds of the main arms, lambda and learning rates
-    chosen on the validation split (< 60 min on 2 cores)."""
-    return DemoConfig(seed=seed, seeds=seeds, arms=ARMS, lambda_grid=(1.0, 0.5), rl_lr_grid=(1e-4, 3e-4),
-                      sft_lr_grid=(3e-4, 1e-3), **({"domain": domain} if domain else {}))
+    chosen on the validation split with the base as a candidate, the :data:`FULL_BASE` base model, and
+    task success measured along training (the curve of task success against rollout turns)."""
+    return DemoConfig(seed=seed, seeds=seeds, arms=ARMS, base=dataclasses.replace(FULL_BASE), extra_trajectories=600,
+                      max_candidates=384, lambda_grid=(1.0, 0.5), rl_lr_grid=(1e-4, 3e-4, 1e-3),
+                      sft_lr_grid=(3e-4, 1e-3), steps=20, warmup_steps=3, pivots_per_step=32, group_size=4,
+                      max_test=None, episode_k=2, curve_every=5, curve_tasks=None,
+                      **({"domain": domain} if domain else {}))
 
 
 def smoke_config(seed: int = 0) -> DemoConfig:
@@ -265,7 +285,8 @@ def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
 
     key = stable_hash("data", cfg.domain, cfg.kinds, cfg.seed, cfg.base_fraction, cfg.val_fraction, cfg.max_base,
                       cfg.base_sees_candidates,
-                      cfg.max_candidates, cfg.max_val, cfg.max_test, cfg.max_test_tasks, "tasks-1")
+                      cfg.max_candidates, cfg.max_val, cfg.max_test, cfg.max_test_tasks, cfg.extra_trajectories,
+                      "tasks-1")
     folder = out / "data"
     path = folder / "data.json"
     done = _load_stage(path, key)
@@ -277,6 +298,10 @@ def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
     test = _keep_kinds(load_pivots(cfg.domain, "test"), cfg.kinds)
     parts = split_by_trajectory(train, cfg.base_fraction, cfg.val_fraction, seed=cfg.seed)
     rng = random.Random(f"demo-data:{cfg.seed}")
+    extra: list[Any] = []
+    if cfg.extra_trajectories:
+        extra = generate_extra(cfg, folder, say)
+        parts["base"] = parts["base"] + _keep_kinds(extra_pivots(cfg, extra), cfg.kinds)
     if cfg.base_sees_candidates:
         parts["base"] = parts["base"] + parts["candidates"]
     parts["base"] = _sample(parts["base"], cfg.max_base, rng)
@@ -291,12 +316,46 @@ def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
     sizes = {name: len(p) for name, p in parts.items()}
     sizes["trajectories_base"] = len({_traj(p) for p in parts["base"]})
     sizes["trajectories_candidates"] = len({_traj(p) for p in parts["candidates"]})
+    sizes["extra_trajectories"] = len(extra)
     files.update(write_tasks(cfg, folder, {_traj(p) for p in parts["candidates"]}, rng))
     sizes["train_tasks"] = _count_lines(files["train_tasks"])
     sizes["test_tasks"] = _count_lines(files["test_tasks"]) if files.get("test_tasks") else 0
     say(f"  base {sizes['base']}, candidates {sizes['candidates']}, val {sizes['val']}, test {sizes['test']} pivots; "
         f"{sizes['test_tasks']} held-out tasks, {sizes['train_tasks']} training tasks (E2E arms)")
     return _save_stage(path, key, {"files": files, "sizes": sizes, "domain": cfg.domain, "kinds": list(cfg.kinds)})
+
+
+EXTRA_SEED = 100_000
+"""Generator seeds of the extra trajectories start here (the bundled data uses the generator's default seed)."""
+
+
+def generate_extra(cfg: DemoConfig, folder: Path, say: Logger) -> list[Any]:
+    """``cfg.extra_trajectories`` more trajectories from the domain's generator (seed ``EXTRA_SEED + seed``),
+    kept in ``data/extra_trajectories.jsonl``: more, and more varied, data for the base model."""
+    from pivot_envs.envs_data import generator
+    from pivot_envs.formats import read_trajectories
+    from pivot_envs.jsonl import write_jsonl
+
+    path = folder / "extra_trajectories.jsonl"
+    tag = path.with_suffix(".key")
+    key = stable_hash("extra", cfg.domain, cfg.extra_trajectories, cfg.seed)
+    if path.exists() and tag.exists() and tag.read_text().strip() == key:
+        return read_trajectories(path)
+    t0 = time.perf_counter()
+    trajs = generator(cfg.domain).generate(cfg.extra_trajectories, seed=EXTRA_SEED + cfg.seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_jsonl(path, [t.to_dict() for t in trajs])
+    tag.write_text(key + "\n")
+    say(f"  generated {len(trajs)} extra trajectories for the base model ({time.perf_counter() - t0:.0f} s)")
+    return trajs
+
+
+def extra_pivots(cfg: DemoConfig, trajs: Sequence[Any]) -> list[Pivot]:
+    """The pivots of the extra trajectories (the same extraction as the bundled data's)."""
+    from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
+
+    pivots, _ = extract_pivots(list(trajs), cfg.domain, ExtractOptions())
+    return pivots
 
 
 def write_tasks(cfg: DemoConfig, folder: Path, candidate_trajectories: set[str],

@@ -51,10 +51,19 @@ def demo_command(
     for row in rows[1:]:
         table.add_row(*row)
     console.print(table)
+    comp = (report.get("comparisons") or {}).get("pivotrl_vs_base")
+    if comp and comp.get("diff") is not None:
+        console.print(f"PivotRL vs Base, task success (T=1 pass@1, {comp.get('n')} held-out tasks, paired bootstrap): "
+                      f"{comp['diff']:+.3f} [95 % {comp['ci_low']:+.3f}, {comp['ci_high']:+.3f}], p = {comp['p_value']:.3g}")
+        turn = comp.get("per_turn")
+        if turn:
+            console.print(f"PivotRL vs Base, per-turn greedy accuracy ({turn['n']} test pivots, McNemar): "
+                          f"{turn['diff']:+.3f} [95 % {turn['ci_low']:+.3f}, {turn['ci_high']:+.3f}], "
+                          f"p = {turn['p_value']:.3g}")
+    styles = {"reproduced": "green", "not reproduced": "red", "within noise": "yellow", "not measured": "dim"}
     for claim in report["claims"]:
-        marks = {True: "[green]reproduced[/]", False: "[red]not reproduced[/]", None: "[dim]not measured[/]"}
-        mark = marks[claim["holds"]]
-        console.print(f"{mark}: {claim['text']}")
+        verdict = claim.get("verdict") or {True: "reproduced", False: "not reproduced", None: "not measured"}[claim["holds"]]
+        console.print(f"[{styles.get(verdict, 'white')}]{verdict}[/]: {claim['text']}")
     console.print(f"report: {out / 'report.md'}  {out / 'report.json'}")
 
 
