@@ -83,9 +83,9 @@ def turns_to_match(curves: dict[str, list[dict[str, Any]]], base_success: float 
         pts += [(int(p["rollout_turns"]), p[key]) for p in curves.get(arm, []) if p.get(key) is not None]
         return sorted((t, v) for t, v in pts if v is not None and not math.isnan(v))
 
-    rl, e2e = points("pivotrl"), points("e2e")
-    if not rl or not e2e:
+    if not curves.get("pivotrl") or not curves.get("e2e"):
         return {"measured": False}
+    rl, e2e = points("pivotrl"), points("e2e")
     target = max(v for _, v in e2e)
     e2e_turns = min(t for t, v in e2e if v >= target)
     reached = [t for t, v in rl if v >= target]

@@ -163,8 +163,8 @@ class DemoConfig:
         return asdict(self)
 
 
-QUICK_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=400, eval_every=100)
-"""The quick demo's base model: a 256-token window and 400 steps (what fits 10 minutes on 2 cores)."""
+QUICK_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=350, eval_every=50)
+"""The quick demo's base model: a 256-token window and 350 steps (what fits 10 minutes on 2 cores)."""
 
 FULL_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=512, steps=800, eval_every=100)
 """``--full``'s base model: a 512-token window (the prompts' 90th percentile is ~420 tokens) and 800 steps,
@@ -178,8 +178,8 @@ def quick_config(seed: int = 0, domain: str | None = None) -> DemoConfig:
     after 2 warm-up steps, lr 3e-4 (fewer, larger steps than ``--full``'s grid centre), the base model of
     :data:`QUICK_BASE` trained on half of the bundled training trajectories plus 600 generated ones."""
     return DemoConfig(seed=seed, base=dataclasses.replace(QUICK_BASE), extra_trajectories=600, max_candidates=128,
-                      steps=8, warmup_steps=2, pivots_per_step=32, group_size=4, rl_lr=3e-4, max_test=120,
-                      max_val=64, episode_k=2, **({"domain": domain} if domain else {}))
+                      steps=8, warmup_steps=2, pivots_per_step=32, group_size=4, rl_lr=3e-4, max_test=100,
+                      max_val=64, episode_k=2, verifier_pivots=30, **({"domain": domain} if domain else {}))
 
 
 def full_config(seed: int = 0, seeds: int = 3, domain: str | None = None) -> DemoConfig:

@@ -95,12 +95,13 @@ def paired_claims(arms: dict[str, dict[str, Any]], comparisons: dict[str, dict[s
         claims.append(_claim("pivotrl_beats_base_task_success", "PivotRL task success > Base (paired, held-out tasks)",
                              None, {}))
     else:
-        verdict = "reproduced" if c["ci_low"] > 0 else "not reproduced" if c["ci_high"] < 0 else "within noise"
+        verdict = "reproduced" if c["ci_low"] > 0 else "not reproduced" if c["ci_high"] <= 0 else "within noise"
         claims.append({**_claim("pivotrl_beats_base_task_success",
                                 "PivotRL task success > Base (pass@1 at T=1, paired bootstrap over held-out tasks)",
                                 c["diff"] > 0, {"base": c.get("mean_b"), "pivotrl": c.get("mean_a"), "diff": c["diff"],
                                                 "p_value": c["p_value"], "tasks": c.get("n")}),
-                       "verdict": verdict, "interval": [c["ci_low"], c["ci_high"]]})
+                       "verdict": verdict, "interval": [c["ci_low"], c["ci_high"]],
+                       "interval_kind": "of the paired difference (bootstrap over tasks)"})
     curves = {a: arms[a]["curve"] for a in ("pivotrl", "e2e") if arms.get(a, {}).get("curve")}
     base = arms.get("base", {}).get("task_success")
     match = turns_to_match(curves, base)
@@ -395,7 +396,7 @@ def markdown(report: dict[str, Any]) -> str:
         mark = c.get("verdict") or {True: "reproduced", False: "not reproduced", None: "not measured"}[c["holds"]]
         nums = ", ".join(f"{k} {_fmt(v)}" for k, v in c["numbers"].items() if v is not None)
         lines.append(f"- **{mark.upper() if mark.startswith('not rep') else mark}**: {c['text']} ({nums})"
-                     f"{_interval_text(c.get('interval'))}{'. ' + c['note'] if c.get('note') else ''}")
+                     f"{_interval_text(c.get('interval'), c.get('interval_kind', 'of the margin over seeds'))}{'. ' + c['note'] if c.get('note') else ''}")
     lines += ["", "Observations (computed from the numbers below):", ""] + [f"- {n}" for n in r.get("observations", [])]
     p = r["profile"]
     lines += [
@@ -584,14 +585,14 @@ def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
-def _interval_text(interval: Any) -> str:
+def _interval_text(interval: Any, kind: str = "of the margin over seeds") -> str:
     """``; 95 % interval of the margin [-0.021, +0.039]`` (one per comparison), or nothing."""
     if not interval or all(p is None for p in interval):
         return ""
     single = len(interval) == 2 and all(isinstance(x, (int, float)) for x in interval)
     parts = [interval] if single else interval
     shown = ", ".join("n/a" if p is None else f"[{p[0]:+.3f}, {p[1]:+.3f}]" for p in parts)
-    return f"; 95 % interval of the margin over seeds {shown}"
+    return f"; 95 % interval {kind} {shown}"
 
 
 def _claim(name: str, text: str, holds: bool | None, numbers: dict[str, Any], note: str = "") -> dict[str, Any]:

@@ -164,7 +164,7 @@ def test_the_example_configs_resolve_to_their_trainers_configs():
     assert algorithm == "pivotrl" and isinstance(rl, pivotrl.PivotRLConfig) and train is pivotrl.train_pivotrl
     assert (rl.beta, rl.group_size, rl.lr, rl.pivots) == (0.05, 4, 1e-3, cfg.pivots)  # same pivots as the SFT arm
     assert (rl.model, rl.steps, rl.seed) == (cfg.model, 50, cfg.seed)
-    with pytest.raises(ConfigError, match=r"--set algorithm=ppo: algorithm 'ppo' is not one of pivotrl, sft"):
+    with pytest.raises(ConfigError, match=r"--set algorithm=ppo: algorithm 'ppo' is not one of pivotrl, e2e, sft"):
         resolve_train_config(EXAMPLES / "train_sft_tiny.yaml", ["algorithm=ppo"])
     with pytest.raises(ConfigError, match=r"train_pivotrl_tiny\.yaml:\d+: unknown key 'pivots_per_step' for SFTConfig"):
         resolve_train_config(EXAMPLES / "train_pivotrl_tiny.yaml", ["algorithm=sft"])
@@ -174,7 +174,7 @@ def test_a_config_without_algorithm_is_an_error(tmp_path):
     from pivot_envs.cli.train_cmd import resolve_train_config
 
     (tmp_path / "c.yaml").write_text("steps: 3\n")
-    with pytest.raises(ConfigError, match="missing key 'algorithm'; set it to one of pivotrl, sft"):
+    with pytest.raises(ConfigError, match="missing key 'algorithm'; set it to one of pivotrl, e2e, sft"):
         resolve_train_config(tmp_path / "c.yaml", [])
 
 

@@ -244,16 +244,17 @@ def play_groups(
         stats.rollouts += len(live)
         while True:
             live = [r for r in live if not _finish_if_failed(r, pool)]
-            if not live:
-                refill = [(g, plan.group_size - len(groups[g])) for g in range(len(tasks))
-                          if len(groups[g]) < plan.group_size]
-                if not refill:
-                    break
-                for g, count in refill:
-                    live += start(g, count)
-                    stats.topped_up += count
-                    stats.rollouts += count
+            busy = {r.task_id for r in live}
+            refill = [(g, plan.group_size - len(groups[g])) for g in range(len(tasks))
+                      if tasks[g].id not in busy and len(groups[g]) < plan.group_size]
+            for g, count in refill:  # every rollout of this task ended with budget left: fresh ones fill it
+                live += start(g, count)
+                stats.topped_up += count
+                stats.rollouts += count
+            if refill:
                 continue
+            if not live:
+                break
             stats.rounds += 1
             pivots = [r.env.current_pivot() for r in live]
             prompts = [encode(p) for p in pivots]
