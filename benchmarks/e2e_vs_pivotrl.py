@@ -46,7 +46,8 @@ def main() -> None:
         for p in points:
             print(f"| {name} | {p['step']} | {p['rollout_turns']:,} | {p['task_success']:.3f} | "
                   f"{p['task_success_greedy']:.3f} |")
-    print(f"\n{claim.get('verdict') or claim['holds']}: {claim['text']} {claim['numbers']} {claim.get('note', '')}")
+    verdict = claim.get("verdict") or {True: "reproduced", False: "not reproduced", None: "not measured"}[claim["holds"]]
+    print(f"\n{verdict}: {claim['text']} {claim['numbers']} {claim.get('note', '')}")
     comps = {k: {x: v.get(x) for x in ("diff", "ci_low", "ci_high", "p_value", "n")}
              for k, v in report["comparisons"].items()}
     for name, c in comps.items():
@@ -55,7 +56,8 @@ def main() -> None:
     RESULTS.write_text(json.dumps({
         "command": f"python benchmarks/e2e_vs_pivotrl.py --out DIR --steps {args.steps} --curve-every {args.curve_every}",
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
-        "seconds": round(time.perf_counter() - t0, 1), "base": {k: base[k] for k in ("task_success", "task_success_greedy")},
+        "seconds_this_call": round(time.perf_counter() - t0, 1),
+        "stage_seconds": report["stage_seconds"], "wall_seconds_all_calls": report["wall_seconds"], "base": {k: base[k] for k in ("task_success", "task_success_greedy")},
         "curves": curves, "claim": claim, "comparisons": comps,
         "arms": {n: {k: a.get(k) for k in ("task_success", "task_success_greedy", "in_domain_accuracy",
                                            "rollout_turns", "tool_calls", "branches", "episodes")}

@@ -108,6 +108,11 @@ def paired_claims(arms: dict[str, dict[str, Any]], comparisons: dict[str, dict[s
     if not match.get("measured"):
         claims.append(_claim("rollout_turns_vs_e2e", "PivotRL reaches E2E RL's task success with >= 4x fewer rollout "
                              "turns", None, {}, "needs the curves of pivotrl and e2e (demo --full)"))
+    elif base is not None and match["target"] <= base:
+        claims.append(_claim("rollout_turns_vs_e2e", "PivotRL reaches E2E RL's task success with >= 4x fewer rollout "
+                             "turns", None, {"target": match["target"], "base": base, "e2e_turns": match["e2e_turns"],
+                                             "pivotrl_best": match["pivotrl_best"]},
+                             "E2E RL never rose above the base's task success: there is no level to reach"))
     else:
         holds = bool(match["reached"] and match["ratio"] is not None and match["ratio"] >= 4)
         claims.append({**_claim("rollout_turns_vs_e2e", "PivotRL reaches E2E RL's task success with >= 4x fewer "
