@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pivot_envs.types import stable_hash
 
@@ -234,17 +234,12 @@ def _train_rl(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
     from pivot_envs.trainers.metrics import read_metrics
     from pivot_envs.trainers.pivotrl import train_pivotrl
 
-    every = max(1, settings.steps // 5)
+    def describe(row: dict[str, Any]) -> str:
+        reward, zv = row.get("reward_mean"), row.get("zero_var_frac")
+        return (f"reward {'-' if reward is None else f'{reward:.3f}'}, zero-variance groups "
+                f"{'-' if zv is None else f'{zv:.2f}'}")
 
-    def on_step(row: dict[str, Any]) -> None:
-        if row["step"] % every == 0:
-            reward = row.get("reward_mean")
-            zv = row.get("zero_var_frac")
-            _say(f"[{out.parent.name}] step {row['step']}/{settings.steps}: reward "
-                 f"{'-' if reward is None else f'{reward:.3f}'}, zero-variance groups "
-                 f"{'-' if zv is None else f'{zv:.2f}'}, {row.get('step_s', 0):.1f} s/step")
-
-    result = train_pivotrl(rl_config(spec, settings, out), on_step=on_step)
+    result = train_pivotrl(rl_config(spec, settings, out), on_step=_progress(out, settings, describe))
     return rl_summary(read_metrics(result.metrics_path), settings.group_size, result.seconds)
 
 
@@ -270,16 +265,12 @@ def _train_episodes(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str
     from pivot_envs.trainers.episode_rl import train_episode_rl
     from pivot_envs.trainers.metrics import read_metrics
 
-    every = max(1, settings.steps // 5)
+    def describe(row: dict[str, Any]) -> str:
+        reward = row.get("success_mean")
+        return (f"task success {'-' if reward is None else f'{reward:.3f}'}, {row.get('rollout_turns')} rollout "
+                f"turns, {row.get('branches', 0)} branches")
 
-    def on_step(row: dict[str, Any]) -> None:
-        if row["step"] % every == 0:
-            reward = row.get("success_mean")
-            _say(f"[{out.parent.name}] step {row['step']}/{settings.steps}: task success "
-                 f"{'-' if reward is None else f'{reward:.3f}'}, {row.get('rollout_turns')} rollout turns, "
-                 f"{row.get('branches', 0)} branches, {row.get('step_s', 0):.1f} s/step")
-
-    result = train_episode_rl(episode_config(spec, settings, out), on_step=on_step)
+    result = train_episode_rl(episode_config(spec, settings, out), on_step=_progress(out, settings, describe))
     rows = read_metrics(result.metrics_path)
     summary = rl_summary(rows, settings.group_size, result.seconds)
     summary.update(kind="episodes", rollouts=sum(int(r.get("rollout_turns") or 0) for r in rows),
@@ -428,26 +419,41 @@ def task_curve(spec: RunSpec, settings: RunSettings, folder: Path) -> list[dict[
         step = int(ckpt.name.split("-")[-1])
         turns = spec.profile_rollouts + int(rows.get(step, {}).get("cumulative_rollout_turns") or 0)
         entry: dict[str, Any] = {"step": step, "rollout_turns": turns}
-        for key, temperature, repeats in (("task_success_greedy", 0.0, 1), ("task_success", 1.0, settings.episode_k)):
-            if repeats < 1:
-                continue
-            agent = HFAgent(str(ckpt / "model"), device="cpu", temperature=temperature,
-                            max_new_tokens=settings.max_new_tokens, max_prompt_tokens=settings.max_context_tokens,
-                            batch_size=settings.eval_batch, logprobs="none", num_threads=settings.num_threads,
-                            seed=spec.seed)
-            try:
+        greedy = HFAgent(str(ckpt / "model"), device="cpu", temperature=0.0, max_new_tokens=settings.max_new_tokens,
+                         max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch,
+                         logprobs="none", num_threads=settings.num_threads, seed=spec.seed)
+        try:  # the sampling agent shares the greedy agent's loaded weights
+            sampling = HFAgent(greedy.model, greedy.tokenizer, temperature=1.0, max_new_tokens=settings.max_new_tokens,
+                               max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch,
+                               logprobs="none", num_threads=settings.num_threads, seed=spec.seed)
+            for key, agent, repeats in (("task_success_greedy", greedy, 1),
+                                        ("task_success", sampling, settings.episode_k)):
+                if repeats < 1:
+                    continue
                 rep = evaluate_episodes({"domains": {}, "overall": {}, "settings": {}}, agent,
                                         {settings.domain: settings.test_tasks}, max_turns=settings.max_turns,
                                         limit=settings.curve_tasks, seed=spec.seed, batch_size=settings.eval_batch,
                                         repeats=repeats)
-            finally:
-                agent.close()
-            entry[key] = rep["overall"]["episodes"]["success"]
+                entry[key] = rep["overall"]["episodes"]["success"]
+        finally:
+            greedy.close()
         points.append(entry)
     return points
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _progress(out: Path, settings: RunSettings, describe: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], None]:
+    """An ``on_step`` that prints ``describe(row)`` at every fifth of the run."""
+    every = max(1, settings.steps // 5)
+
+    def on_step(row: dict[str, Any]) -> None:
+        if row["step"] % every == 0:
+            _say(f"[{out.parent.name}] step {row['step']}/{settings.steps}: {describe(row)}, "
+                 f"{row.get('step_s', 0):.1f} s/step")
+
+    return on_step
 
 
 def quiet_transformers() -> None:
