@@ -347,10 +347,14 @@ def _evaluate(model: str, which: str, spec: RunSpec, settings: RunSettings, fold
 def item_outcomes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per-item outcomes of an evaluation with ``details``: ``pivot_greedy`` {pivot id: 1/0/None},
     ``pivot_sampled`` {pivot id: mean@k}, ``task_greedy`` {task id: 1/0/None}, ``task_sampled``
-    {task id: pass@1 = mean success over the temperature-1 episodes}."""
+    {task id: pass@1 = mean success over the temperature-1 episodes}, ``probe`` {probe id: 1/0} (OOD,
+    greedy exact match)."""
     from pivot_envs.experiments.stats import pass_at_1
 
-    out: dict[str, dict[str, Any]] = {"pivot_greedy": {}, "pivot_sampled": {}, "task_greedy": {}, "task_sampled": {}}
+    out: dict[str, dict[str, Any]] = {"pivot_greedy": {}, "pivot_sampled": {}, "task_greedy": {}, "task_sampled": {},
+                                      "probe": {}}
+    for row in (report.get("probes") or {}).get("rows") or []:
+        out["probe"][str(row["id"])] = float(bool(row["correct"]))
     for row in report.get("per_pivot") or []:
         g = row.get("greedy_functional")
         out["pivot_greedy"][row["id"]] = None if g is None else float(g)

@@ -17,7 +17,12 @@ the base's likewise, then compared item by item):
 * ``task_success_greedy``: the same test on greedy episodes;
 * ``per_turn``: McNemar's exact test on greedy per-turn correctness (reward >= 0.5) at the test
   pivots, for the first seed both arms share (:func:`pivot_envs.experiments.stats.mcnemar`);
-* ``per_turn_mean_at_k``: paired bootstrap on the per-pivot mean@k at temperature 1.
+* ``per_turn_mean_at_k``: paired bootstrap on the per-pivot mean@k at temperature 1;
+* ``ood``: paired bootstrap on greedy exact match at the OOD probe items.
+
+The same entry compares arm pairs (:data:`PAIRS`: ``pivotrl_vs_sft``, ``pivotrl_vs_no_filter``,
+``no_filter_vs_strict_reward``, Table 4's ordering), and ``ood_retention`` tests the paper's OOD claim
+(PivotRL's probe drop <= half of SFT's) over the probe items (:func:`ood_retention`).
 
 Items whose outcome is missing in either arm (infrastructure errors) are left out and counted.
 """
@@ -32,8 +37,13 @@ from pivot_envs.experiments.stats import drop_missing, mcnemar, paired_bootstrap
 HEADLINE = "task success: pass@1 at temperature 1 (mean over the episodes of each held-out task)"
 
 
+PAIRS = (("pivotrl", "sft"), ("pivotrl", "no_filter"), ("no_filter", "strict_reward"))
+"""Arm-to-arm comparisons beside ``ARM_vs_base``: PivotRL vs SFT and Table 4's ordering."""
+
+
 def paired_comparisons(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> dict[str, dict[str, Any]]:
-    """``{"ARM_vs_base": {...}}`` for every arm with per-item outcomes (see the module docstring)."""
+    """``{"ARM_vs_base": {...}, "A_vs_B": {...}, "ood_retention": {...}}`` for the arms with per-item
+    outcomes (see the module docstring)."""
     from pivot_envs.experiments.arms import read_items
 
     by_arm: dict[str, dict[int, dict[str, Any]]] = {}
@@ -43,31 +53,67 @@ def paired_comparisons(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> d
         items = read_items(run, "test")
         if items is not None:
             by_arm.setdefault(run["arm"], {})[int(run["seed"])] = items
-    base = by_arm.get("base")
-    if not base:
-        return {}
     out: dict[str, dict[str, Any]] = {}
-    for arm, seeds in by_arm.items():
-        if arm == "base":
-            continue
-        entry: dict[str, Any] = {"metric": HEADLINE, "seeds": sorted(seeds)}
-        tasks = _bootstrap(_averaged(seeds, "task_sampled"), _averaged(base, "task_sampled"), n_boot)
-        if tasks is not None:
-            entry.update({k: tasks[k] for k in ("diff", "ci_low", "ci_high", "p_value", "n", "mean_a", "mean_b")})
-            entry["dropped"] = tasks["dropped"]
-            entry["test"] = tasks["test"]
-        entry["task_success_greedy"] = _bootstrap(_averaged(seeds, "task_greedy"), _averaged(base, "task_greedy"), n_boot)
-        shared = sorted(set(seeds) & set(base))
-        if shared:
-            s = shared[0]
-            a, b = _aligned(seeds[s]["pivot_greedy"], base[s]["pivot_greedy"])
-            a2, b2, dropped = drop_missing(a, b)
-            entry["per_turn"] = ({**mcnemar([x >= 0.5 for x in a2], [x >= 0.5 for x in b2]), "seed": s,
-                                  "dropped": dropped} if a2 else None)
-        entry["per_turn_mean_at_k"] = _bootstrap(_averaged(seeds, "pivot_sampled"), _averaged(base, "pivot_sampled"),
-                                                 n_boot)
-        out[f"{arm}_vs_base"] = entry
+    base = by_arm.get("base")
+    if base:
+        for arm, seeds in by_arm.items():
+            if arm != "base":
+                out[f"{arm}_vs_base"] = compare(seeds, base, n_boot)
+    for a, b in PAIRS:
+        if by_arm.get(a) and by_arm.get(b):
+            out[f"{a}_vs_{b}"] = compare(by_arm[a], by_arm[b], n_boot)
+    if base and by_arm.get("pivotrl") and by_arm.get("sft"):
+        retention = ood_retention(by_arm["pivotrl"], by_arm["sft"], base, n_boot)
+        if retention is not None:
+            out["ood_retention"] = retention
     return out
+
+
+def compare(arm: dict[int, dict[str, Any]], other: dict[int, dict[str, Any]], n_boot: int = 10000) -> dict[str, Any]:
+    """One arm against another on the same items (each arm's outcomes averaged over its seeds): task success
+    at T=1 at the top level, then greedy task success, per-turn McNemar (first shared seed), per-turn mean@k
+    and the OOD probes (paired bootstrap over probe items)."""
+    entry: dict[str, Any] = {"metric": HEADLINE, "seeds": sorted(arm)}
+    tasks = _bootstrap(_averaged(arm, "task_sampled"), _averaged(other, "task_sampled"), n_boot)
+    if tasks is not None:
+        entry.update({k: tasks[k] for k in ("diff", "ci_low", "ci_high", "p_value", "n", "mean_a", "mean_b")})
+        entry["dropped"] = tasks["dropped"]
+        entry["test"] = tasks["test"]
+    entry["task_success_greedy"] = _bootstrap(_averaged(arm, "task_greedy"), _averaged(other, "task_greedy"), n_boot)
+    shared = sorted(set(arm) & set(other))
+    if shared:
+        s = shared[0]
+        a, b = _aligned(arm[s]["pivot_greedy"], other[s]["pivot_greedy"])
+        a2, b2, dropped = drop_missing(a, b)
+        entry["per_turn"] = ({**mcnemar([x >= 0.5 for x in a2], [x >= 0.5 for x in b2]), "seed": s,
+                              "dropped": dropped} if a2 else None)
+    entry["per_turn_mean_at_k"] = _bootstrap(_averaged(arm, "pivot_sampled"), _averaged(other, "pivot_sampled"), n_boot)
+    entry["ood"] = _bootstrap(_averaged(arm, "probe"), _averaged(other, "probe"), n_boot)
+    return entry
+
+
+def ood_retention(rl: dict[int, dict[str, Any]], sft: dict[int, dict[str, Any]], base: dict[int, dict[str, Any]],
+                  n_boot: int = 10000) -> dict[str, Any] | None:
+    """The paper's OOD claim, PivotRL's drop <= half of SFT's, paired over the probe items.
+
+    ``drop_rl <= drop_sft / 2`` is ``rl - (base + sft) / 2 >= 0``: per probe item ``a = rl``,
+    ``b = (base + sft) / 2`` (each averaged over the arm's seeds), bootstrapped like any pair. When SFT
+    lost nothing (``sft_drop <= 0``) the claim reads "PivotRL lost nothing either": ``b = base``.
+    """
+    r, s, b = _averaged(rl, "probe"), _averaged(sft, "probe"), _averaged(base, "probe")
+    keys = sorted(k for k in set(r) & set(s) & set(b) if None not in (r[k], s[k], b[k]))
+    if not keys:
+        return None
+    mean = {name: sum(v[k] for k in keys) / len(keys) for name, v in (("rl", r), ("sft", s), ("base", b))}
+    sft_drop, rl_drop = mean["base"] - mean["sft"], mean["base"] - mean["rl"]
+    half = sft_drop > 0
+    other = {k: (b[k] + s[k]) / 2 if half else b[k] for k in keys}
+    test = _bootstrap({k: r[k] for k in keys}, other, n_boot)
+    if test is None:
+        return None
+    return {**{k: test[k] for k in ("diff", "ci_low", "ci_high", "p_value", "n")}, "base": mean["base"],
+            "pivotrl": mean["rl"], "sft": mean["sft"], "pivotrl_drop": rl_drop, "sft_drop": sft_drop,
+            "form": "rl - (base + sft) / 2" if half else "rl - base (SFT lost nothing)"}
 
 
 def turns_to_match(curves: dict[str, list[dict[str, Any]]], base_success: float | None,

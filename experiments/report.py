@@ -102,6 +102,7 @@ def paired_claims(arms: dict[str, dict[str, Any]], comparisons: dict[str, dict[s
                                                 "p_value": c["p_value"], "tasks": c.get("n")}),
                        "verdict": verdict, "interval": [c["ci_low"], c["ci_high"]],
                        "interval_kind": "of the paired difference (bootstrap over tasks)"})
+    claims += arm_pair_claims(comparisons)
     curves = {a: arms[a]["curve"] for a in ("pivotrl", "e2e") if arms.get(a, {}).get("curve")}
     base = arms.get("base", {}).get("task_success")
     match = turns_to_match(curves, base)
@@ -125,6 +126,62 @@ def paired_claims(arms: dict[str, dict[str, Any]], comparisons: dict[str, dict[s
     return claims
 
 
+def arm_pair_claims(comparisons: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """PivotRL vs SFT and Table 4's ordering on held-out task success, and the OOD retention claim over the
+    probe items, each from a paired bootstrap (``comparisons``: :func:`~pivot_envs.experiments.comparisons.
+    paired_comparisons`). Claims whose arms did not run are left out (the per-turn versions below say
+    "not measured")."""
+    claims = []
+    c = comparisons.get("pivotrl_vs_sft")
+    if c and c.get("diff") is not None:
+        claims.append(_paired_claim("pivotrl_not_below_sft_task_success", "PivotRL task success >= SFT (pass@1 at "
+                                    "T=1, paired bootstrap over held-out tasks)", [c], ("pivotrl", "sft"),
+                                    strict=False))
+    r = comparisons.get("ood_retention")
+    if r:
+        claim = _paired_claim("ood_retention_paired", "OOD drop of PivotRL <= half the OOD drop of SFT (paired "
+                              "over the probe items)", [r], None, strict=False, floor=True)
+        claim["numbers"] = {k: r[k] for k in ("base", "pivotrl", "sft", "pivotrl_drop", "sft_drop", "diff",
+                                              "p_value", "n")}
+        claim["note"] = f"tested: {r['form']} >= 0"
+        claims.append(claim)
+    pair = [comparisons.get("pivotrl_vs_no_filter"), comparisons.get("no_filter_vs_strict_reward")]
+    if all(p and p.get("diff") is not None for p in pair):
+        claims.append(_paired_claim("table4_ordering_task_success", "Table 4 ordering on task success: PivotRL > "
+                                    "- pivot filtering > - functional reward (paired bootstrap over held-out tasks)",
+                                    pair, ("pivotrl", "no_filter", "strict_reward"), strict=True))
+    return claims
+
+
+def _paired_claim(name: str, text: str, tests: list[dict[str, Any]], arms: tuple[str, ...] | None,
+                  strict: bool, floor: bool = False) -> dict[str, Any]:
+    """A claim ``diff > 0`` (``strict``) or ``diff >= 0`` for every paired test in ``tests``.
+
+    ``reproduced``: every interval lies above 0 (``floor``: at or above 0); ``not reproduced``: some interval
+    lies below 0 (strict: at or below 0); otherwise ``within noise``. ``numbers`` keep the arm means
+    (``arms`` names them in chain order: the first test's mean_a, mean_b, then the next test's mean_b)."""
+    verdicts = []
+    for t in tests:
+        if (t["ci_low"] >= 0 if floor else t["ci_low"] > 0):
+            verdicts.append("reproduced")
+        elif t["ci_high"] < 0 or (strict and t["ci_high"] <= 0):
+            verdicts.append("not reproduced")
+        else:
+            verdicts.append("within noise")
+    order = ["not reproduced", "within noise", "reproduced"]
+    numbers: dict[str, Any] = {}
+    if arms:
+        means = [tests[0].get("mean_a")] + [t.get("mean_b") for t in tests]
+        numbers = dict(zip(arms, means))
+    numbers["diff"] = [t["diff"] for t in tests] if len(tests) > 1 else tests[0]["diff"]
+    numbers["p_value"] = [t["p_value"] for t in tests] if len(tests) > 1 else tests[0]["p_value"]
+    holds = all(t["diff"] > 0 if strict else t["diff"] >= 0 for t in tests)
+    intervals = [[t["ci_low"], t["ci_high"]] for t in tests]
+    return {**_claim(name, text, holds, numbers), "verdict": min(verdicts, key=order.index),
+            "interval": intervals[0] if len(intervals) == 1 else intervals,
+            "interval_kind": "of the paired difference (bootstrap)"}
+
+
 def check_claims(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The paper's claims at this scale, each with a verdict that accounts for the seed spread.
 
@@ -141,10 +198,11 @@ def check_claims(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     noise = _SeedNoise(arms)
     claims = []
     base, rl, sft = acc("base"), acc("pivotrl"), acc("sft")
-    claims.append(noise.claim("pivotrl_beats_base", f"PivotRL in-domain accuracy >= Base + {CLAIM_MARGIN * 100:.0f} points",
+    claims.append(noise.claim("pivotrl_beats_base",
+                              f"PivotRL per-turn accuracy >= Base + {CLAIM_MARGIN * 100:.0f} points (spread over seeds)",
                               [({"pivotrl": 1, "base": -1}, CLAIM_MARGIN)], "in_domain_accuracy",
                               {"base": base, "pivotrl": rl}))
-    claims.append(noise.claim("pivotrl_not_below_sft", "PivotRL in-domain accuracy >= SFT",
+    claims.append(noise.claim("pivotrl_not_below_sft", "PivotRL per-turn accuracy >= SFT (spread over seeds)",
                               [({"pivotrl": 1, "sft": -1}, 0.0)], "in_domain_accuracy", {"sft": sft, "pivotrl": rl}))
     b_ood, rl_ood, sft_ood = acc("base", "ood_accuracy"), acc("pivotrl", "ood_accuracy"), acc("sft", "ood_accuracy")
     measured = None not in (b_ood, rl_ood, sft_ood)
@@ -157,13 +215,15 @@ def check_claims(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     else:
         # rl_drop <= sft_drop / 2  <=>  rl - base/2 - sft/2 >= 0
         comparison = [({"pivotrl": 1, "base": -0.5, "sft": -0.5}, 0.0)]
-    claims.append(noise.claim("ood_drop_at_most_half_of_sft", "OOD drop of PivotRL <= half the OOD drop of SFT",
+    claims.append(noise.claim("ood_drop_at_most_half_of_sft",
+                              "OOD drop of PivotRL <= half the OOD drop of SFT (spread over seeds)",
                               comparison, "ood_accuracy",
                               {"base": b_ood, "pivotrl": rl_ood, "sft": sft_ood,
                                "pivotrl_drop": b_ood - rl_ood if measured else None,  # type: ignore[operator]
                                "sft_drop": sft_drop}, note, strict=False))
     nf, st = acc("no_filter"), acc("strict_reward")
-    claims.append(noise.claim("table4_ordering", "Table 4 ordering: PivotRL > - pivot filtering > - functional reward",
+    claims.append(noise.claim("table4_ordering", "Table 4 ordering on per-turn accuracy: PivotRL > - pivot filtering > "
+                              "- functional reward (spread over seeds)",
                               [({"pivotrl": 1, "no_filter": -1}, 0.0), ({"no_filter": 1, "strict_reward": -1}, 0.0)],
                               "in_domain_accuracy", {"pivotrl": rl, "no_filter": nf, "strict_reward": st}, strict=True))
     return claims
@@ -388,7 +448,7 @@ def markdown(report: dict[str, Any]) -> str:
         "actions sampled (profiling + training); zero-var groups = share of training groups whose G rewards "
         "were all equal (no GRPO signal).",
         "",
-        "## Paired comparisons against the base (same held-out items)",
+        "## Paired comparisons (same held-out items)",
         "",
     ]
     lines += comparison_lines(r.get("comparisons") or {})
@@ -476,10 +536,11 @@ def markdown(report: dict[str, Any]) -> str:
 
 def comparison_lines(comparisons: dict[str, dict[str, Any]]) -> list[str]:
     """The paired tests as a markdown table (diff with its 95 % interval and p-value per metric)."""
-    if not comparisons:
+    pairs = {name: c for name, c in comparisons.items() if "_vs_" in name}
+    if not pairs:
         return ["(no per-item outcomes: nothing to pair)"]
-    lines = ["| arm vs base | task success T=1 (tasks) | task success greedy | per-turn greedy (McNemar) | "
-             "per-turn mean@k |", "|---|---|---|---|---|"]
+    lines = ["| A vs B | task success T=1 (tasks) | task success greedy | per-turn greedy (McNemar) | "
+             "per-turn mean@k | OOD probes |", "|---|---|---|---|---|---|"]
 
     def cell(c: dict[str, Any] | None) -> str:
         if not c or c.get("diff") is None:
@@ -487,12 +548,14 @@ def comparison_lines(comparisons: dict[str, dict[str, Any]]) -> list[str]:
         n = f", n={c['n']}" if c.get("n") is not None else ""
         return f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}], p={c['p_value']:.3g}{n}"
 
-    for name, c in comparisons.items():
-        lines.append(f"| {name.replace('_vs_base', '')} | {cell(c)} | {cell(c.get('task_success_greedy'))} | "
-                     f"{cell(c.get('per_turn'))} | {cell(c.get('per_turn_mean_at_k'))} |")
-    lines += ["", "diff = arm - base; [95 % interval]; task success: paired bootstrap over held-out tasks "
+    for name, c in pairs.items():
+        a, _, b = name.partition("_vs_")
+        lines.append(f"| {a} vs {b} | {cell(c)} | {cell(c.get('task_success_greedy'))} | "
+                     f"{cell(c.get('per_turn'))} | {cell(c.get('per_turn_mean_at_k'))} | {cell(c.get('ood'))} |")
+    lines += ["", "diff = A - B; [95 % interval]; task success: paired bootstrap over held-out tasks "
               "(each task's pass@1 averaged over the arm's seeds); per-turn: McNemar's exact test on greedy "
-              "correctness at the test pivots (first shared seed), mean@k: paired bootstrap over pivots."]
+              "correctness at the test pivots (first shared seed), mean@k: paired bootstrap over pivots; OOD: "
+              "paired bootstrap over the probe items (greedy exact match)."]
     return lines
 
 
