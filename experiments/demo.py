@@ -167,8 +167,8 @@ QUICK_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=350, eval
 """The quick demo's base model: a 256-token window and 350 steps (what fits 10 minutes on 2 cores)."""
 
 FULL_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=512, steps=1200, eval_every=100)
-"""``--full``'s base model: a 512-token window (the prompts' 90th percentile is ~420 tokens) and 1,200 steps
-(about 1.3 passes over its ~14,000 pivots), with early stopping on the validation split."""
+"""``--full``'s base model: a 512-token window (the prompts' 90th percentile is ~420 tokens) and 1,200 steps of
+16 pivots (about 2.5 passes over the ~7,700 pivots of --full's data), with early stopping on the validation split."""
 
 
 def quick_config(seed: int = 0, domain: str | None = None) -> DemoConfig:

@@ -69,7 +69,7 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 entry[key] = _mean_int([t.get(key, 0) for t in trains])
         curves = [r["curve"] for r in rows if r.get("curve")]
         if curves:
-            entry["curve"] = curves[0]
+            entry["curve"] = mean_curve(curves)
         entry["per_seed"] = [{"seed": r["seed"], "in_domain_accuracy": r["test"]["functional"],
                               "strict_accuracy": r["test"]["strict"], "ood_accuracy": r["test"].get("ood_accuracy"),
                               "task_success": r["test"].get("task_success"),
@@ -77,6 +77,23 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                               "val_accuracy": (r.get("val") or {}).get("functional"),
                               "run": Path(r["folder"]).name} for r in rows]
         out[arm] = entry
+    return out
+
+
+def mean_curve(curves: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The seeds' curves of task success against rollout turns averaged step by step (steps every seed has);
+    ``seeds`` says how many curves each point averages."""
+    steps = sorted(set.intersection(*({int(p["step"]) for p in c} for c in curves)))
+    out = []
+    for step in steps:
+        points = [next(p for p in c if int(p["step"]) == step) for c in curves]
+        entry: dict[str, Any] = {"step": step, "seeds": len(points),
+                                 "rollout_turns": _mean_int([p["rollout_turns"] for p in points])}
+        for key in ("task_success", "task_success_greedy"):
+            values = [p[key] for p in points if p.get(key) is not None]
+            if values:
+                entry[key] = sum(values) / len(values)
+        out.append(entry)
     return out
 
 
@@ -452,6 +469,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     lines += comparison_lines(r.get("comparisons") or {})
+    lines += curve_lines(r)
     lines += [
         "",
         "## The paper's claims at this scale",
@@ -556,6 +574,25 @@ def comparison_lines(comparisons: dict[str, dict[str, Any]]) -> list[str]:
               "(each task's pass@1 averaged over the arm's seeds); per-turn: McNemar's exact test on greedy "
               "correctness at the test pivots (first shared seed), mean@k: paired bootstrap over pivots; OOD: "
               "paired bootstrap over the probe items (greedy exact match)."]
+    return lines
+
+
+def curve_lines(report: dict[str, Any]) -> list[str]:
+    """Figure 1's points as a table: held-out task success against cumulative rollout turns (profiling
+    included for the pivot arms), the base at 0 turns; nothing when no arm has a curve."""
+    arms = report["arms"]
+    with_curve = {n: a["curve"] for n, a in arms.items() if a.get("curve")}
+    if not with_curve:
+        return []
+    base = arms.get("base", {})
+    lines = ["", "## Task success along training (Figure 1)", "",
+             "| arm | step | rollout turns | task success T=1 | greedy | seeds averaged |", "|---|---|---|---|---|---|",
+             f"| base | 0 | 0 | {_fmt(base.get('task_success'))} | {_fmt(base.get('task_success_greedy'))} | "
+             f"{len(base.get('seeds') or [])} |"]
+    for name, points in with_curve.items():
+        for p in points:
+            lines.append(f"| {name} | {p['step']} | {p['rollout_turns']:,} | {_fmt(p.get('task_success'))} | "
+                         f"{_fmt(p.get('task_success_greedy'))} | {p.get('seeds', 1)} |")
     return lines
 
 

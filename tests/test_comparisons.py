@@ -92,3 +92,14 @@ def test_pair_claim_verdicts() -> None:
     worse = arm_pair_claims({"pivotrl_vs_sft": _test(-0.1, -0.2, -0.01)})[0]
     assert worse["verdict"] == "not reproduced"
     assert arm_pair_claims({}) == []
+
+
+def test_mean_curve_averages_the_steps_every_seed_has() -> None:
+    from pivot_envs.experiments.report import mean_curve
+
+    a = [{"step": 5, "rollout_turns": 100, "task_success": 0.2, "task_success_greedy": 0.0},
+         {"step": 10, "rollout_turns": 200, "task_success": 0.4, "task_success_greedy": 1.0}]
+    b = [{"step": 5, "rollout_turns": 110, "task_success": 0.0, "task_success_greedy": 0.5}]
+    assert mean_curve([a, b]) == [{"step": 5, "seeds": 2, "rollout_turns": 105, "task_success": pytest.approx(0.1),
+                                   "task_success_greedy": pytest.approx(0.25)}]
+    assert mean_curve([a]) == [{**p, "seeds": 1} for p in a]

@@ -85,6 +85,7 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     assert rl["per_seed"][0]["run"] in {t["run"] for t in report["selection"]["trials"]}
     md = (out / "report.md").read_text()
     assert "## Results" in md and "## Verifier summary" in md and "| search |" in md
+    assert "## Task success along training" in md and "| e2e | 2 |" in md and "| pivotrl vs sft |" in md
     assert (out / "accuracy.png").exists() and (out / "training.png").exists()
     assert "pivotrl" in result.output and "report.md" in result.output
 
