@@ -42,3 +42,20 @@ def smollm2_dir(tmp_path_factory) -> Path:
     assert result.exit_code == 0, result.output
     (folder.parent / "import_output.txt").write_text(result.output)  # for the test of what it prints
     return folder
+
+
+@pytest.fixture(scope="session")
+def smollm2_serve(smollm2_dir, tmp_path_factory):
+    """One ``transformers serve`` on 127.0.0.1 for the session (tests/servers.py), shared by the tests of the
+    real model (tests/test_gguf_import.py, tests/test_judge.py); requests name ``str(smollm2_dir)`` as the model.
+
+    Skips without SmolLM2 (``smollm2_dir``) or without the serving extra of transformers.
+    """
+    from servers import start_transformers_serve, transformers_serve_missing
+
+    missing = transformers_serve_missing()
+    if missing:
+        pytest.skip(missing)
+    server = start_transformers_serve(tmp_path_factory.mktemp("serve-smollm2") / "serve.log")
+    yield server
+    server.stop()

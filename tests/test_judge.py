@@ -4,7 +4,10 @@
   retries, timeouts, HTTP errors, caching and the number of requests in flight;
 * ``transformers serve`` serving two tiny Llama models built here: one trained
   for a few seconds on CPU to answer the verdict format, one left untrained
-  (its greedy output is not a verdict).
+  (its greedy output is not a verdict);
+* ``transformers serve`` serving the real pretrained SmolLM2-135M-Instruct
+  (session fixture ``smollm2_serve``, tests/conftest.py), which answers prose,
+  not the verdict format: a reported error, never a silent 0.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
+import re
 import time
 from concurrent.futures import ProcessPoolExecutor
 import multiprocessing
@@ -407,3 +411,61 @@ def test_tiny_model_is_small_and_deterministic(tmp_path: Path) -> None:
     assert 100_000 <= count_parameters(a) <= 1_000_000
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
     assert (a / "tokenizer.json").read_text() == (b / "tokenizer.json").read_text()
+
+
+# -- against transformers serve with the real pretrained SmolLM2-135M-Instruct ------------------------
+
+
+def shortest_judge_prompt(pivots: list[Pivot], judge: JudgeVerifier) -> Pivot:
+    """The pivot whose judge prompt (the expert's own action as the candidate) is the shortest: CPU time."""
+    return min(pivots, key=lambda p: len(json.dumps(judge.prompt(parse_action(p.expert), p))))
+
+
+@pytest.mark.slow
+@needs_serve
+def test_smollm2_as_judge_gives_a_verdict_or_a_reported_error(smollm2_dir, smollm2_serve, tmp_path: Path) -> None:
+    """SmolLM2-135M-Instruct (greedy: the judge always sends temperature 0) judges bundled pivots.
+
+    What it answers today, to the exact copies and to the wrong answer alike, with every prompt
+    setting tried (``context_messages`` 0, 2 and the default 6; ``extra_instructions`` with an example
+    verdict or "Answer in JSON only."): prose such as ``'The answer is:\\n\\nThe answer is:...'``,
+    never the verdict JSON; a 135M model does not follow the judge's instructions. So the test
+    asserts the judge's contract for each call, not a verdict: a parsed verdict (reward 0/1 with a
+    reason, cached) or a reported ``malformed verdict`` error quoting the model's text (reward 0,
+    ``error`` set, not cached), never an exception, a request failure or a silent 0.
+    """
+    from pivot_envs.sources import resolve_pivots
+
+    judge = judge_for(smollm2_serve.base_url, tmp_path, model=str(smollm2_dir), timeout_s=120.0,
+                      max_tokens=32, context_messages=2)
+    terminal = shortest_judge_prompt([p for p in resolve_pivots("bundled:terminal:test")
+                                      if p.expert.get("tool_calls")], judge)
+    answer = shortest_judge_prompt([p for p in resolve_pivots("bundled:tool_use:test")
+                                    if not p.expert.get("tool_calls")], judge)
+    cases = [
+        (parse_action(terminal.expert), terminal),  # an exact copy of the expert's bash call
+        (parse_action("I would rather not run anything."), terminal),  # a text reply where the expert ran a command
+        (parse_action(answer.expert), answer),  # an exact copy of the expert's final answer
+    ]
+    actions, pivots = [a for a, _ in cases], [p for _, p in cases]
+    results = judge.verify_many(actions, pivots)
+    assert len(results) == len(cases)
+    verdicts = 0
+    for result in results:
+        assert result.verifier == "judge"
+        if result.error is None:  # SmolLM2 followed the verdict format
+            verdicts += 1
+            assert result.reward in (0.0, 1.0) and result.passed == (result.reward == 1.0), result
+            assert result.reason and result.reason != "verifier error", result
+        else:  # it did not: the model answered (not a request failure), its text is quoted in the error
+            assert result.error.startswith("malformed verdict:"), (result, smollm2_serve.log_tail())
+            assert re.search(r"(got|in) ('.+'|\".+\")", result.error), result.error
+            assert (result.reward, result.passed, result.reason) == (0.0, False, "verifier error")
+    assert len(judge.verdict_cache()) == verdicts  # verdicts are cached, malformed answers never
+    # the same calls with the server out of reach: verdicts come from the cache, the rest are asked again
+    offline = judge_for(f"http://127.0.0.1:{closed_port()}/v1", tmp_path, model=str(smollm2_dir), context_messages=2)
+    for first, again in zip(results, offline.verify_many(actions, pivots)):
+        if first.error is None:
+            assert again == first
+        else:
+            assert again.error and "connection failed" in again.error, again
