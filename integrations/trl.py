@@ -26,17 +26,25 @@ What this relies on in TRL 1.16 (``trl/trainer/grpo_trainer.py``):
   of the group mean/std (``nanmean`` / ``nanstd``), and a completion every reward function
   scored ``None`` gets advantage 0 (``_compute_advantages``: ``unscorable_mask``).
 * GRPOTrainer renders *one* tool list for all rows (``tools=`` callables, or an environment's
-  methods); unlike TRL's SFT/DPO/KTO/Reward trainers it does **not** read a per-row ``tools``
-  column. So :func:`to_dataset` puts each pivot's tools into its prompt (Hermes ``<tools>`` block in
-  the system message, ``prompt_mode="hermes"``, the default) and also writes the ``tools`` column
+  methods; one per environment name with a dict ``environment_factory``); unlike TRL's
+  SFT/DPO/KTO/Reward trainers it does **not** read a per-row ``tools`` column. So
+  :func:`to_dataset` puts each pivot's tools into its prompt (Hermes ``<tools>`` block in the
+  system message, ``prompt_mode="hermes"``, the default) and also writes the ``tools`` column
   (OpenAI specs as a JSON string, the form TRL's SFT/DPO trainers accept) for other trainers.
-* ``environment_factory`` (experimental in 1.16, needs transformers >= 5.2 and a chat template
-  that renders tool calls): a zero-argument callable returning an object with ``reset(**row)``
-  (returns ``None`` or text appended to the last user message) whose public methods are the tools
-  (type hints + Google-style docstrings, schema by ``transformers.utils.get_json_schema``); an
-  optional ``get_reward()`` makes it a reward source. TRL runs the tool loop itself (up to
-  ``max_tool_calling_iterations``): the model's tool calls are executed by calling those methods
-  and their return values become ``tool`` messages. See :func:`episode_environment_factory`.
+* ``environment_factory`` (experimental in 1.16, needs transformers >= 5.2, a chat template that
+  renders tool calls and tool messages (``supports_tool_calling``) and a response parser for it
+  (``add_response_schema`` knows Qwen, Llama 3.1, ... templates)): a zero-argument callable returning
+  an object whose public methods (``inspect.getmembers`` of its class; not ``reset`` /
+  ``get_reward`` / ``_private``) are the tools, rendered with ``apply_chat_template(tools=methods)``
+  (schema by ``transformers.utils.get_json_schema``: type hints + Google docstring). Instances are
+  pooled (one per rollout, reused across batches); before generation each gets ``reset(**row)`` with
+  its rollout's whole dataset row (``prompt`` included) and returns ``None`` or text appended to the
+  last user message. TRL runs the tool loop itself (up to ``max_tool_calling_iterations``): parsed
+  tool calls become ``method(**arguments)`` calls, their ``str`` results ``tool`` messages, and an
+  exception a ``{"error": ...}`` result counted in ``tools/failure_frequency``; the loop ends at a
+  message without tool calls, which no environment sees. An optional no-argument ``get_reward()``
+  makes the env a reward source; reward functions also get ``environments`` (one per completion).
+  See :func:`episode_dataset`, :func:`episode_environment_factory`, :func:`make_episode_reward_func`.
 """
 
 from __future__ import annotations
@@ -50,8 +58,8 @@ from pivot_envs.integrations._common import pivot_from_json, pivot_json, prompt_
 from pivot_envs.sources import PivotSource, resolve_pivots
 from pivot_envs.types import Message, Pivot
 
-__all__ = ["to_dataset", "make_reward_func", "PivotReward", "episode_environment_factory", "TRLEpisodeEnv",
-           "make_episode_reward_func", "completion_action"]
+__all__ = ["to_dataset", "make_reward_func", "PivotReward", "episode_dataset", "episode_environment_factory",
+           "TRLEpisodeEnv", "make_episode_reward_func", "EpisodeReward", "completion_action"]
 
 
 def to_dataset(pivots: PivotSource, *, prompt_mode: str = "hermes", domain: str | None = None,
@@ -158,25 +166,66 @@ def make_reward_func(verifier: Any = None, *, pivots: PivotSource = None, keep_c
 # --- episodes: TRL's environment_factory ---------------------------------------------------------
 
 _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list", "object": "dict"}
+_RESERVED = frozenset({"reset", "get_reward", "env", "tool_names"})
+"""Names a world tool cannot have: TRL's hooks (``reset``, ``get_reward``) and the attributes of
+:class:`TRLEpisodeEnv` (an instance attribute would hide the tool from TRL's ``getattr``)."""
+
+
+def episode_dataset(tasks: Any = None, *, domain: str | None = None, split: str = "train",
+                    min_reward: float | None = 1.0) -> Any:
+    """A ``datasets.Dataset`` of episode starts for ``GRPOTrainer(environment_factory=...)``.
+
+    One row per task of ``tasks`` (any source :class:`~pivot_envs.episode_env.EpisodeEnv` takes):
+    ``prompt``, the messages an episode starts from (up to and including the first user message,
+    the system prompt kept), and ``task_id``, which TRL passes to ``reset`` with the rest of the
+    row. The tools are *not* in the prompt text: TRL renders the environment's tool methods with
+    the chat template (``apply_chat_template(tools=...)``). Use the same ``tasks``, ``domain`` and
+    ``min_reward`` as :func:`episode_environment_factory`.
+    """
+    from datasets import Dataset
+
+    from pivot_envs.agents.prompting import chat_messages
+    from pivot_envs.episode_env import bundled_domain, resolve_tasks
+
+    items = resolve_tasks(tasks, domain=domain or bundled_domain(tasks), split=split, min_reward=min_reward)
+    if not items:
+        raise ValueError("episode_dataset got no tasks")
+    rows = []
+    for task in items:
+        first_user = next(i for i, m in enumerate(task.messages) if m.get("role") == "user")
+        start = task.messages[: first_user + 1]
+        if any(m.get("tool_calls") or m.get("role") == "tool" for m in start):
+            raise ValueError(f"task {task.id!r} has tool calls before its first user message: its start is not a "
+                             "plain-text prompt")
+        rows.append({"prompt": [{"role": m["role"], "content": m["content"]} for m in chat_messages(start)],
+                     "task_id": task.id})
+    return Dataset.from_list(rows)
 
 
 class TRLEpisodeEnv:
     """An :class:`~pivot_envs.episode_env.EpisodeEnv` in the shape of a TRL 1.16 environment.
 
-    ``reset(**row)`` starts the row's episode (its ``pivot_id`` or ``task_id`` column; none: the
-    next task) and returns ``None`` (the prompt is the dataset's). Each world tool is a public
-    method (generated by :func:`episode_environment_factory`) that executes the call in the world
-    and returns the tool result text. TRL ends the loop when the model answers without a tool call;
-    that answer never reaches the environment, so the reward is :func:`make_episode_reward_func`,
-    which feeds the final answer to the episode and returns task success (1.0 / 0.0, ``None`` on an
-    infrastructure error).
+    TRL builds the instances with the factory (no arguments), keeps them in a pool and, for every
+    rollout of a batch, calls ``reset(**row)`` with the rollout's dataset row. ``reset`` starts the
+    row's episode: its ``pivot_id`` column (an episode from a pivot's context), else its
+    ``task_id`` (the task's first turn, :func:`episode_dataset`); a row with neither is an error
+    (the prompt would not be the episode's). It returns ``None``: the prompt is the dataset's.
+
+    Each world tool is a public method (generated by :func:`episode_environment_factory`, its
+    schema the tool's) that executes the call in the world and returns the tool result text; TRL
+    calls them for the tool calls it parses out of the completion and makes the return values
+    ``tool`` messages. A call the episode cannot execute (a world failure, the episode already
+    over) raises, which TRL reports as a tool failure. TRL ends the loop when the model answers
+    without a tool call; that answer never reaches the environment, so there is no ``get_reward``:
+    the reward is :func:`make_episode_reward_func`, which feeds the final answer to the episode
+    and returns its task success.
     """
 
     _make_env: Callable[[], Any]
+    tool_names: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.env = type(self)._make_env()
-        self._next = 0
 
     def reset(self, **row: Any) -> None:
         if row.get("pivot_id"):
@@ -184,22 +233,28 @@ class TRLEpisodeEnv:
         elif row.get("task_id"):
             options = {"task_id": row["task_id"]}
         else:
-            options = {"index": self._next}
-            self._next += 1
+            raise ValueError("the dataset row has no task_id or pivot_id column: the episode would not be the "
+                             f"prompt's (columns: {sorted(row)}); build the dataset with episode_dataset()")
         self.env.reset(options=options)
+        names = {str((t.get("function") or t).get("name")) for t in self.env.tools}
+        if names != set(self.tool_names):
+            raise ValueError(f"task {self.env.task.id!r} has the tools {sorted(names)}, this environment class "
+                             f"{sorted(self.tool_names)}: TRL exposes one tool set per class; use one factory per "
+                             "tool set (a dict environment_factory with an 'environment' column)")
         return None
 
     def _tool(self, name: str, arguments: dict[str, Any]) -> str:
         env = self.env
         if env.done:
-            return "Error: the episode is over"
+            raise RuntimeError(f"the episode is over ({env.turns} turns of max_turns={env.max_turns}); "
+                               f"{name} was not executed")
         call = {"id": f"call_{env.tool_calls + 1}", "type": "function",
                 "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
         before = len(env.messages)
         env.step({"role": "assistant", "content": "", "tool_calls": [call]})
-        replies = [m for m in env.messages[before:] if m.get("role") == "tool"]
         if env.error is not None:
-            return f"Error: {env.error}"
+            raise RuntimeError(f"the world failed: {env.error}")
+        replies = [m for m in env.messages[before:] if m.get("role") == "tool"]
         return str(replies[-1].get("content") or "") if replies else ""
 
     def _finish(self, answer: str | Message) -> float | None:
@@ -224,22 +279,42 @@ def _identifier(name: str) -> str:
     return out
 
 
+def _hint(pspec: dict[str, Any]) -> str:
+    """The Python type hint of a JSON-schema property (what ``get_json_schema`` turns back into it)."""
+    kind = _TYPES.get(str(pspec.get("type")), "str")
+    if kind == "list":
+        item = _TYPES.get(str((pspec.get("items") or {}).get("type")))
+        if item in ("str", "int", "float", "bool"):
+            return f"list[{item}]"
+    return kind
+
+
 def _tool_method(spec: dict[str, Any]) -> tuple[str, Callable[..., str]]:
-    """A method ``name(self, **params) -> str`` with the type hints and Google docstring of ``spec``."""
+    """A method ``name(self, **params) -> str`` whose type hints and Google docstring give back the
+    schema of ``spec`` under ``transformers.utils.get_json_schema`` (what TRL renders): types, array
+    item types, required and optional parameters, descriptions, ``enum`` as ``(choices: ...)``;
+    a default is named in the description."""
     fn = spec.get("function", spec)
     name = str(fn["name"])
-    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_") or name in ("reset", "get_reward"):
+    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_") or name in _RESERVED:
         raise ValueError(f"tool {name!r} cannot be a TRL environment method (TRL calls tools by method name)")
     params = fn.get("parameters") or {}
     props: dict[str, Any] = params.get("properties") or {}
     required = set(params.get("required") or [])
     args, mapping, docs = [], {}, []
     for pname, pspec in sorted(props.items(), key=lambda kv: kv[0] not in required):
+        pspec = pspec or {}
         ident = _identifier(pname)
+        if ident in mapping:
+            raise ValueError(f"tool {name!r}: parameters {mapping[ident]!r} and {pname!r} map to one name {ident!r}")
         mapping[ident] = pname
-        kind = _TYPES.get(str((pspec or {}).get("type")), "str")
-        args.append(f"{ident}: {kind}" if pname in required else f"{ident}: {kind} | None = None")
-        desc = str((pspec or {}).get("description") or pname).replace("\n", " ")
+        hint = _hint(pspec)
+        args.append(f"{ident}: {hint}" if pname in required else f"{ident}: {hint} | None = None")
+        desc = " ".join(str(pspec.get("description") or pname).split())
+        if "default" in pspec:
+            desc += f" Default: {json.dumps(pspec['default'], ensure_ascii=False)}."
+        if isinstance(pspec.get("enum"), list) and pspec["enum"]:
+            desc += f" (choices: {json.dumps(pspec['enum'], ensure_ascii=False)})"
         docs.append(f"    {ident}: {desc}")
     description = str(fn.get("description") or name).replace('"""', "'''")
     doc = description + ("\n\nArgs:\n" + "\n".join(docs) if docs else "") + "\n\nReturns:\n    The tool's result."
@@ -257,56 +332,107 @@ def episode_environment_factory(tasks: Any = None, *, domain: str | None = None,
                                 **env_kwargs: Any) -> Callable[[], TRLEpisodeEnv]:
     """A TRL ``environment_factory`` for :class:`~pivot_envs.episode_env.EpisodeEnv` episodes.
 
-    ``tasks`` / ``domain`` / ``env_kwargs`` are EpisodeEnv's; ``user`` defaults to ``"none"``
-    because TRL's loop has no user turns (a text answer ends the episode). TRL exposes one fixed
-    tool set per environment class, so the class gets one method per tool of the first task (its
-    world's tools); tasks with other tools need another factory (or a dict factory with an
-    ``environment`` column). Pair it with :func:`make_episode_reward_func` and a dataset whose
-    rows carry ``pivot_id`` or ``task_id`` (e.g. :func:`to_dataset` of the episode's pivots)::
+    Returns a :class:`TRLEpisodeEnv` subclass (calling it with no arguments is the factory): one
+    method per tool of the first task (its world's tools), as TRL exposes one fixed tool set per
+    environment class; ``reset`` refuses a task with other tools (give those their own factory in
+    a dict ``environment_factory`` with an ``environment`` column). ``tasks`` / ``domain`` /
+    ``env_kwargs`` are EpisodeEnv's (the tasks are read once and shared by the instances);
+    ``user`` defaults to ``"none"`` because TRL's loop has no user turns (a text answer ends the
+    episode). Pair it with :func:`episode_dataset` of the same tasks and
+    :func:`make_episode_reward_func`, and a tokenizer whose chat template renders tools and tool
+    calls and whose response TRL can parse (``trl.chat_template_utils.add_response_schema``)::
 
-        factory = episode_environment_factory("bundled:tool_use:train")
-        GRPOTrainer(model=..., train_dataset=dataset, environment_factory=factory,
-                    reward_funcs=[make_episode_reward_func()], args=GRPOConfig(...))
+        factory = episode_environment_factory("bundled:search:train")
+        GRPOTrainer(model=..., train_dataset=episode_dataset("bundled:search:train"),
+                    environment_factory=factory, reward_funcs=[make_episode_reward_func()],
+                    args=GRPOConfig(...))
+
+    Where TRL's loop and an episode differ:
+
+    * the dataset is required: TRL's dataset-less mode feeds placeholder rows and only appends
+      ``reset``'s text to an empty user message (no system prompt, no task id to keep a group's
+      rollouts on one task), so a row without ``task_id`` / ``pivot_id`` is refused;
+    * TRL calls a turn's tool calls one method at a time, so each becomes its own assistant turn
+      in the episode (``max_turns`` counts them), and the text beside a tool call is not kept;
+    * TRL executes a tool call before it checks the length budget: a result it then drops
+      (``max_completion_length``) was still executed in the world, which the episode remembers;
+    * a final message that still has tool calls (``max_tool_calling_iterations`` reached) ends
+      the episode with its text; its calls are not run.
     """
     from pivot_envs.episode_env import EpisodeEnv
 
-    def make_env() -> EpisodeEnv:
-        return EpisodeEnv(tasks, domain=domain, user=user, **env_kwargs)
-
-    probe = make_env()
+    probe = EpisodeEnv(tasks, domain=domain, user=user, **env_kwargs)
     probe.reset(options={"index": 0})
+    resolved, domain_name = probe.tasks, probe.domain_name or None
+
+    def make_env() -> EpisodeEnv:
+        return EpisodeEnv(resolved, domain=domain_name, user=user, **env_kwargs)
+
     namespace: dict[str, Any] = {"_make_env": staticmethod(make_env)}
+    names = []
     for spec in probe.tools:
         name, method = _tool_method(spec)
         namespace[name] = method
+        names.append(name)
+    namespace["tool_names"] = tuple(names)
     probe.close()
-    cls = type(f"{(probe.domain_name or 'Episode').title().replace('_', '')}EpisodeEnv", (TRLEpisodeEnv,), namespace)
-    return cls
+    return type(f"{(probe.domain_name or 'Episode').title().replace('_', '')}EpisodeEnv", (TRLEpisodeEnv,), namespace)
 
 
-def make_episode_reward_func() -> Callable[..., list[float | None]]:
-    """TRL reward function for :func:`episode_environment_factory`: task success of each rollout.
+def _final_answer(completion: str | list[Message]) -> str | Message:
+    """The final answer of a TRL rollout: its last assistant message, without tool calls (TRL stops
+    the loop at a message without tool calls; one that still has them was cut off by
+    ``max_tool_calling_iterations`` or the length limit, and its calls were not run for it)."""
+    if not isinstance(completion, list):
+        return str(completion)
+    finals = [m for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+    if not finals:
+        return ""
+    return {"role": "assistant", "content": _plain_message(finals[-1])["content"]}
 
-    TRL passes ``environments`` (one per completion); the completion's last assistant message is
-    the final answer, handed to the episode before it is judged.
+
+class EpisodeReward:
+    """TRL reward function for :func:`episode_environment_factory`: the task success of each rollout.
+
+    TRL passes ``environments`` (one per completion, in order); the completion's last assistant
+    message is the final answer, handed to the episode before it is judged. Returns 1.0 / 0.0, or
+    ``None`` on an infrastructure error (TRL leaves it out of the group statistics). Logs
+    ``episode/tool_calls`` (mean per rollout, as the world executed them). Each call is kept in
+    ``calls`` (``prompts`` and ``completions`` as TRL passed them, ``row_task_ids``: the rows'
+    ``task_id`` column, ``task_ids``: the tasks the envs played, ``rewards``, ``episodes``: each
+    rollout's :meth:`~pivot_envs.episode_env.EpisodeEnv.episode_row`) when ``keep_calls``.
     """
 
-    def episode_success(prompts: list[Any], completions: list[Any], environments: list[Any] | None = None,
-                        **_: Any) -> list[float | None]:
+    __name__ = "episode_success"  # the name TRL logs the reward under (rewards/episode_success/mean)
+
+    def __init__(self, keep_calls: bool = True):
+        self.keep_calls = keep_calls
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, prompts: list[Any], completions: list[Any], environments: list[Any] | None = None,
+                 **kwargs: Any) -> list[float | None]:
         if environments is None:
             raise ValueError("episode_success needs TRL's environments: pass environment_factory= to GRPOTrainer")
-        out: list[float | None] = []
-        for completion, env in zip(completions, environments):
-            final: Any = ""
-            if isinstance(completion, list):
-                finals = [m for m in completion if isinstance(m, dict) and m.get("role") == "assistant"]
-                final = _plain_message(finals[-1]) if finals else ""
-                if isinstance(final, dict) and final.get("tool_calls"):
-                    final = {"role": "assistant", "content": final.get("content") or ""}
-            else:
-                final = str(completion)
-            out.append(env._finish(final))
-        return out
+        if len(environments) != len(completions):
+            raise ValueError(f"{len(completions)} completions but {len(environments)} environments")
+        rewards = [env._finish(_final_answer(c)) for c, env in zip(completions, environments)]
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and environments:
+            log_metric("episode/tool_calls", sum(e.env.tool_calls for e in environments) / len(environments))
+        if self.keep_calls:
+            self.calls.append({
+                "prompts": list(prompts),
+                "completions": list(completions),
+                "row_task_ids": list(kwargs["task_id"]) if kwargs.get("task_id") is not None else None,
+                "task_ids": [e.env.task.id if e.env.task is not None else None for e in environments],
+                "rewards": list(rewards),
+                "episodes": [json.loads(json.dumps(e.env.episode_row(), ensure_ascii=False, default=str))
+                             if e.env.task is not None else None for e in environments],
+            })
+        return rewards
 
-    episode_success.__name__ = "episode_success"
-    return episode_success
+
+def make_episode_reward_func(keep_calls: bool = True) -> EpisodeReward:
+    """TRL reward function for :func:`episode_environment_factory`: task success of each rollout
+    (see :class:`EpisodeReward`)."""
+    return EpisodeReward(keep_calls)
