@@ -262,3 +262,27 @@ def test_decode_with_spans_and_spliced_answers():
     for row, span in zip(items, spans):
         answer = {**row, **extra} if isinstance(row, dict) else {"row": row, **extra}
         assert json.loads(encode_answer(answer, row, span)) == answer
+
+
+NEMO_GYM_MESSAGE_RULE = {"name": "tool_call", "text_verifier": {"name": "fuzzy", "threshold": 0, "binary": True}}
+"""The README's verifier spec for NeMo Gym's rule on ``message`` rows: any chat message scores 1."""
+
+
+def test_nemo_gym_message_rule_reproduces_every_recorded_reward():
+    """With the README's spec, every NeMo Gym example row (message rows included) gets NeMo Gym's own
+    recorded reward; the default (fuzzy on text turns) differs on message rows only."""
+    from pivot_envs.serve.nemo_gym import verify_rows
+    from pivot_envs.verifiers.batch import VerifierResolver
+
+    rows = _rows("example_rollouts.jsonl")
+    bodies = [{k: row[k] for k in ("responses_create_params", "response", "expected_action")} for row in rows]
+    ours = verify_rows(bodies, VerifierResolver(NEMO_GYM_MESSAGE_RULE))
+    assert [a["reward"] for a in ours] == [row["reward"] for row in rows]
+    assert all(a["error"] is None for a in ours)
+    default = verify_rows(bodies, VerifierResolver(None))
+    differs = [row["expected_action"]["type"] for row, a in zip(rows, default) if a["reward"] != row["reward"]]
+    assert differs == ["message", "message"]  # fuzzy on the text: 67.6 and 41.2 < 80
+    # a tool call where a message was expected still scores 0 under the rule, as in NeMo Gym
+    message_row = next(b for b in bodies if b["expected_action"]["type"] == "message")
+    call = {**message_row, "response": _response([{"name": "get_weather", "arguments": "{}"}])}
+    assert verify_rows([call], VerifierResolver(NEMO_GYM_MESSAGE_RULE))[0]["reward"] == 0.0
