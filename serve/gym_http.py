@@ -17,11 +17,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from pivot_envs.serve.owner import MISROUTED_STATUS, misrouted, new_id
 
 
 @dataclass
@@ -35,7 +36,8 @@ class Session:
 
 
 class SessionError(Exception):
-    """An HTTP error of the gym face: ``status`` (400, 404, 409) and a JSON ``detail``."""
+    """An HTTP error of the gym face: ``status`` (400, 404, 409, 421: a session of another server process)
+    and a JSON ``detail``."""
 
     def __init__(self, status: int, detail: dict[str, Any]):
         super().__init__(detail.get("message", ""))
@@ -100,6 +102,9 @@ class SessionStore:
         with self._lock:
             session = self._sessions.get(session_id)
         if session is None:
+            elsewhere = misrouted("session", session_id)
+            if elsewhere:
+                raise SessionError(MISROUTED_STATUS, {"field": "session_id", "message": elsewhere})
             raise SessionError(404, {"field": "session_id",
                                      "message": f"unknown session {session_id!r} (expired after {self.ttl_s:g} s idle, "
                                                 "deleted, or never created: POST /reset first)"})
@@ -163,7 +168,7 @@ class SessionStore:
                 raise SessionError(409, {"field": "session_id", "message": f"{self.max_sessions} sessions are live: "
                                                                           "DELETE /sessions/{id} some first"})
             env = self.make_env(env_id, kwargs or {})
-            session = Session(id=session_id or uuid.uuid4().hex, env_id=env_id, env=env)
+            session = Session(id=session_id or new_id(), env_id=env_id, env=env)
             with self._lock:
                 self._sessions[session.id] = session
         with session.lock:

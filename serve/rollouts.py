@@ -38,12 +38,12 @@ import json
 import os
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pivot_envs.serve.owner import MISROUTED_STATUS, misrouted, new_id
 from pivot_envs.types import Pivot
 
 STATUSES = ("queued", "running", "done", "cancelled", "failed")
@@ -384,7 +384,7 @@ class RolloutService:
         unfinished = sum(1 for j in self.jobs.values() if j.status not in FINISHED)
         if unfinished >= self.max_jobs:
             raise QueueFull(f"{unfinished} unfinished jobs (the most this service accepts is {self.max_jobs}); retry later")
-        job = Job(id=uuid.uuid4().hex[:16], request=request, finished=asyncio.Event())
+        job = Job(id=new_id(16), request=request, finished=asyncio.Event())
         job.pivot_ids = list(request.get("pivot_ids") or [str(p.get("id", k)) for k, p in enumerate(request["pivots"])])
         job.total = len(job.pivot_ids) * request["n"]
         job.results = [[None] * request["n"] for _ in job.pivot_ids]
@@ -644,6 +644,12 @@ def build_router(state: Any = None):
     def error(status: int, field: str | None, message: str) -> JSONResponse:
         return JSONResponse({"detail": {"field": field, "error": message} if field else message}, status_code=status)
 
+    def _unknown_job(job_id: str) -> JSONResponse:
+        elsewhere = misrouted("rollout job", job_id)
+        if elsewhere:
+            return error(MISROUTED_STATUS, "id", elsewhere)
+        return error(404, "id", f"no rollout job {job_id!r}")
+
     async def json_body(request: Request) -> Any:
         try:
             return await request.json()
@@ -697,13 +703,13 @@ def build_router(state: Any = None):
     async def get_job(job_id: str) -> Any:
         service.start()
         view = service.get(job_id)
-        return view if view is not None else error(404, "id", f"no rollout job {job_id!r}")
+        return view if view is not None else _unknown_job(job_id)
 
     @router.delete("/rollouts/{job_id}")
     async def cancel_job(job_id: str) -> Any:
         service.start()
         view = service.cancel(job_id)
-        return view if view is not None else error(404, "id", f"no rollout job {job_id!r}")
+        return view if view is not None else _unknown_job(job_id)
 
     return router
 

@@ -215,12 +215,14 @@ def test_restart_reports_unfinished_jobs(fake, pivots, tmp_path):
     ({"pivot_ids": ["x"], "domain": "tool_use", "model": "m", "sampling": {"temperature": "hot"}}, 422, "sampling.temperature"),
     (b"{not json", 400, "body"),
 ])
-def test_malformed_bodies_name_the_field_and_unknown_ids_are_404(body, status, field, tmp_path):
+def test_malformed_bodies_name_the_field_and_unknown_ids_are_404_or_421(body, status, field, tmp_path):
     with running(RolloutService(tmp_path / "state")) as root:
         code, answer = call("POST", f"{root}/rollouts", body)
         assert code == status and answer["detail"]["field"] == field, answer
         assert call("GET", f"{root}/rollouts/nope")[0] == 404
         assert call("DELETE", f"{root}/rollouts/nope")[0] == 404
+        elsewhere = call("GET", f"{root}/rollouts/w1-0123456789abcdef")  # a job id made by process 1
+        assert elsewhere[0] == 421 and "--workers 1" in elsewhere[1]["detail"]["error"]
         assert call("POST", f"{root}/backends", {"url": "ftp://x"})[1]["detail"]["field"] == "url"
 
 

@@ -197,6 +197,9 @@ def test_gym_errors(url):
     assert r.status_code == 400 and r.json()["detail"]["field"] == "options"
     r = requests.post(url + "/step", json={"session_id": "nope", "action": "x"})
     assert r.status_code == 404 and r.json()["detail"]["field"] == "session_id"
+    r = requests.post(url + "/step", json={"session_id": "w1-0123abcd", "action": "x"})  # made by process 1
+    assert r.status_code == 421 and r.json()["detail"]["field"] == "session_id"
+    assert "server process 1" in r.json()["detail"]["message"] and "--workers 1" in r.json()["detail"]["message"]
     r = requests.post(url + "/step", json={"session_id": "nope"})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "action"]
     r = requests.post(url + "/step_many", json={"session_id": "nope", "actions": "x"})
@@ -241,6 +244,20 @@ def test_cli_serve_with_two_workers(tmp_path):
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
         assert h["domains"] == ["tool_use"] and h["verifier"]["name"] == "tool_call"
+        # a session lives in the worker that made it: on the other one a step is a 421 that says so, never a 404
+        base = f"http://127.0.0.1:{port}"
+        made = requests.post(base + "/reset", json={"env_id": "pivot/ToolUse-v0", "seed": 0}, timeout=30).json()
+        sid = made["session_id"]
+        assert sid.startswith("w") and sid.split("-")[0][1:].isdigit()
+        codes = set()
+        for _ in range(16):
+            r = requests.post(base + "/step", json={"session_id": sid, "action": made["info"]["expert"]}, timeout=30,
+                              headers={"Connection": "close"})
+            codes.add(r.status_code)
+            if r.status_code == 421:
+                assert f"server process {sid.split('-')[0][1:]}" in r.json()["detail"]["message"]
+        assert codes <= {200, 421}, codes
+        assert 200 in codes  # the owner answered at least once (16 fresh connections)
     finally:
         proc.terminate()
         proc.wait(20)
