@@ -79,6 +79,7 @@ class RunSettings:
         curve_every: evaluate task success at every ``curve_every`` steps of the RL arms (the curve of
             task success against rollout turns); ``0``: only at the end.
         curve_tasks: how many held-out tasks the curve points play (the first N; ``None``: all).
+        curve_seed: only runs of this seed get a curve (``None``: every seed; the report averages them).
     """
 
     root: str
@@ -102,6 +103,7 @@ class RunSettings:
     episode_k: int = 2
     curve_every: int = 0
     curve_tasks: int | None = None
+    curve_seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,19 @@ class RunSpec:
         extra = (self.tasks,) if self.tasks is not None else ()
         digest = stable_hash(self.arm, self.seed, self.pivots, self.lr, self.label, shared, *extra)[:10]
         return f"{self.arm}-s{self.seed}-{digest}"
+
+
+def wants_curve(spec: RunSpec, settings: RunSettings) -> bool:
+    """Whether this run measures task success along training (the arm, the settings and the seed allow it)."""
+    return bool(spec.arm in CURVE_ARMS and settings.curve_every and settings.test_tasks and "test" in spec.evals
+                and (settings.curve_seed is None or spec.seed == settings.curve_seed))
+
+
+def _curve_checkpoints(spec: RunSpec, settings: RunSettings) -> int:
+    """``save_every`` of a run's training: every ``curve_every`` steps when the run may get a curve (whatever
+    its evals: a selection run's training is reused by the arm of the same settings)."""
+    may = spec.arm in CURVE_ARMS and (settings.curve_seed is None or spec.seed == settings.curve_seed)
+    return settings.curve_every if may else 0
 
 
 def run_dir(spec: RunSpec, settings: RunSettings) -> Path:
@@ -175,8 +190,7 @@ def execute_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
         ood = "" if s.get("ood_accuracy") is None else f", OOD {s['ood_accuracy']:.3f}"
         _say(f"[{folder.name}] {which}: functional {s['functional']:.3f}, strict {s['strict']:.3f}{ood} "
              f"({s['seconds']:.0f} s)")
-    if spec.arm in CURVE_ARMS and settings.curve_every and settings.test_tasks and "test" in spec.evals \
-            and "curve" not in state:
+    if wants_curve(spec, settings) and "curve" not in state:
         _say(f"[{folder.name}] task success along training ...")
         state["curve"] = task_curve(spec, settings, folder)
         _save(folder, state)
@@ -219,7 +233,7 @@ def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
         pivots=spec.pivots, seed=spec.seed, steps=settings.steps, pivots_per_step=settings.pivots_per_step,
         group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
-        beta=settings.beta, zero_variance="skip", save_every=settings.curve_every if spec.arm in CURVE_ARMS else 0,
+        beta=settings.beta, zero_variance="skip", save_every=_curve_checkpoints(spec, settings),
         save_total_limit=None, log_every=10 ** 6, plots=True, device="cpu",
         num_threads=settings.num_threads,
     )
@@ -255,8 +269,9 @@ def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant",
         warmup_steps=settings.warmup_steps, beta=settings.beta, loss_agg="token", zero_variance="skip",
         max_turns=settings.max_turns, rollout="arpo" if spec.arm == "arpo" else "group",
-        arpo_initial=max(1, settings.group_size // 2), save_every=settings.curve_every, save_total_limit=None,
-        log_every=10 ** 6, plots=True, device="cpu", num_threads=settings.num_threads, episode_workers=1,
+        arpo_initial=max(1, settings.group_size // 2), save_every=_curve_checkpoints(spec, settings),
+        save_total_limit=None, log_every=10 ** 6, plots=True, device="cpu", num_threads=settings.num_threads,
+        episode_workers=1,
     )
     return cfg
 

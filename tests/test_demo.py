@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -241,3 +242,19 @@ def test_base_model_keeps_the_weights_with_the_lowest_validation_loss(tmp_path):
     with torch.no_grad():
         loss = float(target_nll_sum(model, ids, mask, labels)) / sum(len(t) for _, t in rows)
     assert loss == pytest.approx(best_loss, abs=1e-3)
+
+
+def test_only_the_curve_seed_gets_a_curve_and_its_checkpoints():
+    from pivot_envs.experiments.arms import RunSettings, RunSpec, _curve_checkpoints, wants_curve
+
+    settings = RunSettings(root="r", domain="terminal", base_model="m", val_pivots="v", test_pivots="t",
+                           max_context_tokens=64, max_new_tokens=8, steps=12, pivots_per_step=4, group_size=2,
+                           beta=0.0, eval_k=1, test_tasks="tasks.jsonl", curve_every=6, curve_seed=0)
+    first, second = RunSpec("pivotrl", 0, evals=("val", "test")), RunSpec("pivotrl", 1, evals=("val", "test"))
+    assert wants_curve(first, settings) and not wants_curve(second, settings)
+    assert _curve_checkpoints(first, settings) == 6 and _curve_checkpoints(second, settings) == 0
+    selection = RunSpec("pivotrl", 0, evals=("val",))  # its training is reused by the arm: it saves checkpoints
+    assert not wants_curve(selection, settings) and _curve_checkpoints(selection, settings) == 6
+    assert not wants_curve(RunSpec("sft", 0, evals=("test",)), settings)
+    every_seed = dataclasses.replace(settings, curve_seed=None)
+    assert wants_curve(second, every_seed) and _curve_checkpoints(second, every_seed) == 6
