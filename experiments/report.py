@@ -70,6 +70,9 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         curves = [r["curve"] for r in rows if r.get("curve")]
         if curves:
             entry["curve"] = mean_curve(curves)
+        for name, key in (("truncated_greedy", "episodes"), ("truncated_sampled", "episodes_sampled")):
+            shares = [v for v in (truncated_share(r, key) for r in rows) if v is not None]
+            entry[name] = mean_std(shares)[0]
         entry["per_seed"] = [{"seed": r["seed"], "in_domain_accuracy": r["test"]["functional"],
                               "strict_accuracy": r["test"]["strict"], "ood_accuracy": r["test"].get("ood_accuracy"),
                               "task_success": r["test"].get("task_success"),
@@ -78,6 +81,24 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                               "run": Path(r["folder"]).name} for r in rows]
         out[arm] = entry
     return out
+
+
+def _text_turns(path: str | None) -> int | None:
+    """How many pivots of a pivot file have a text reply (no tool call) as the expert action."""
+    if not path or not Path(path).exists():
+        return None
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip() and not (json.loads(line).get("expert") or {}).get("tool_calls"))
+
+
+def truncated_share(run: dict[str, Any], key: str = "episodes") -> float | None:
+    """Share of a run's held-out episodes cut at ``max_turns`` (the agent never stopped), from its
+    ``test.json`` (``key``: ``episodes`` greedy, ``episodes_sampled`` at T=1); ``None`` without one."""
+    path = Path(run["folder"]) / "test.json"
+    if not path.exists():
+        return None
+    eps = (json.loads(path.read_text(encoding="utf-8")).get("overall") or {}).get(key) or {}
+    return eps["truncated"] / eps["episodes"] if eps.get("episodes") and eps.get("truncated") is not None else None
 
 
 def mean_curve(curves: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -349,6 +370,16 @@ def diagnose(report: dict[str, Any]) -> list[str]:
                          f"{arms['base']['val_accuracy']:.3f}): selecting on validation with the base as a candidate "
                          "(lr = 0) keeps the base; its test figures are shown for the record.")
     base = arms.get("base")
+    if base is not None and base.get("truncated_greedy") is not None:
+        cut = {n: a["truncated_greedy"] for n, a in arms.items() if n != "base" and a.get("truncated_greedy") is not None}
+        longer = [f"{n} {v:.0%}" for n, v in cut.items() if v > base["truncated_greedy"]]
+        if longer:
+            notes.append(f"Held-out episodes cut at the turn limit (the agent never stopped; greedy): base "
+                         f"{base['truncated_greedy']:.0%}, then {', '.join(longer)}.")
+    stops = report.get("data", {}).get("candidates_text_turns")
+    if stops == 0:
+        notes.append("No candidate pivot is a text turn (the domain's extraction skips turns without a tool call), so "
+                     "no pivot arm is ever trained on the decision to stop and answer, which task success needs.")
     if base is not None and base.get("task_success") is not None and not 0.3 <= base["task_success"] <= 0.6:
         notes.append(f"Base task success is {base['task_success']:.3f} at T=1 ({_fmt(base.get('task_success_greedy'))} "
                      "greedy): outside the 0.3-0.6 band where RL has the most room.")
@@ -380,7 +411,7 @@ def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, An
         "seeds": [cfg.seed + i for i in range(cfg.seeds)],
         "model_params": base_report["parameters"],
         "domain": cfg.domain,
-        "data": data["sizes"],
+        "data": {**data["sizes"], "candidates_text_turns": _text_turns(data["files"].get("candidates"))},
         "base_model": {k: base_report[k] for k in ("parameters", "vocab_size", "base_pivots", "probe_items", "steps",
                                                    "tokens", "seconds", "recipe")},
         "profile": {**profile["stats"], "seconds": profile.get("seconds")},
