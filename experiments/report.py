@@ -756,4 +756,6 @@ def _fmt(value: Any) -> str:
         if value == int(value):
             return f"{value:g}"
         return f"{value:.3g}" if abs(value) < 1e-3 else f"{value:.3f}".rstrip("0").rstrip(".")
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
     return str(value)
