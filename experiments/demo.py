@@ -5,7 +5,7 @@
     from pivot_envs.experiments.demo import quick_config, full_config, run_pipeline
 
     report = run_pipeline(quick_config(seed=0), "runs/demo")      # ~10 min on 2 cores
-    report = run_pipeline(full_config(seed=0, seeds=3), "runs/full")  # the paper's table, < 1 h
+    report = run_pipeline(full_config(seed=0, seeds=3), "runs/full")  # the paper's table, ~1.5-2 h
     report["arms"]["pivotrl"]["in_domain_accuracy"]
 
 With ``workers > 1`` runs go to worker processes (``spawn``): a script calling
