@@ -25,6 +25,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "e2e_vs_pivotrl.json"
 
 def main() -> None:
     from pivot_envs.experiments.demo import quick_config, run_pipeline
+    from pivot_envs.experiments.report import curve_lines
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="runs/demo")
@@ -38,18 +39,12 @@ def main() -> None:
     report = run_pipeline(cfg, args.out)
     claim = next(c for c in report["claims"] if c["name"] == "rollout_turns_vs_e2e")
     curves = {name: arm.get("curve") for name, arm in report["arms"].items() if arm.get("curve")}
-    print("| arm | step | rollout turns | task success T=1 | task success greedy |")
-    print("|---|---|---|---|---|")
     base = report["arms"]["base"]
-    print(f"| base | 0 | 0 | {base['task_success']:.3f} | {base['task_success_greedy']:.3f} |")
-    for name, points in curves.items():
-        for p in points:
-            print(f"| {name} | {p['step']} | {p['rollout_turns']:,} | {p['task_success']:.3f} | "
-                  f"{p['task_success_greedy']:.3f} |")
+    print("\n".join(curve_lines(report)))
     verdict = claim.get("verdict") or {True: "reproduced", False: "not reproduced", None: "not measured"}[claim["holds"]]
     print(f"\n{verdict}: {claim['text']} {claim['numbers']} {claim.get('note', '')}")
     comps = {k: {x: v.get(x) for x in ("diff", "ci_low", "ci_high", "p_value", "n")}
-             for k, v in report["comparisons"].items()}
+             for k, v in report["comparisons"].items() if "_vs_" in k and v.get("diff") is not None}
     for name, c in comps.items():
         print(f"{name}: task success diff {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] p={c['p_value']:.3g}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -45,17 +45,22 @@ def smollm2_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def smollm2_serve(smollm2_dir, tmp_path_factory):
-    """One ``transformers serve`` on 127.0.0.1 for the session (tests/servers.py), shared by the tests of the
-    real model (tests/test_gguf_import.py, tests/test_judge.py); requests name ``str(smollm2_dir)`` as the model.
-
-    Skips without SmolLM2 (``smollm2_dir``) or without the serving extra of transformers.
-    """
+def transformers_server(tmp_path_factory):
+    """One ``transformers serve`` on 127.0.0.1 for the session (tests/servers.py), no model forced: it loads
+    the local model folder each request names (its absolute path), so the tiny reference model's tests and
+    the real model's share it. Skips without the serving extra of transformers."""
     from servers import start_transformers_serve, transformers_serve_missing
 
     missing = transformers_serve_missing()
     if missing:
         pytest.skip(missing)
-    server = start_transformers_serve(tmp_path_factory.mktemp("serve-smollm2") / "serve.log")
+    server = start_transformers_serve(tmp_path_factory.mktemp("serve") / "serve.log")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def smollm2_serve(smollm2_dir, transformers_server):
+    """The session's ``transformers serve`` for the tests of the real model (tests/test_gguf_import.py,
+    tests/test_judge.py); requests name ``str(smollm2_dir)`` as the model. Skips without SmolLM2."""
+    return transformers_server

@@ -15,7 +15,7 @@ from pivot_envs.env import PivotEnv
 from pivot_envs.envs_data import generator
 from pivot_envs.pipeline.extract import extract_pivots
 from pivot_envs.types import Pivot
-from servers import closed_port, control, start_fake_openai, start_transformers_serve, stats, transformers_serve_missing
+from servers import closed_port, control, start_fake_openai, stats
 
 
 @lru_cache(maxsize=8)
@@ -362,13 +362,9 @@ HERMES_REPLY = '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>'
 
 
 @pytest.fixture(scope="module")
-def serve(ref_model, tmp_path_factory):
-    missing = transformers_serve_missing()
-    if missing:
-        pytest.skip(missing)
-    server = start_transformers_serve(tmp_path_factory.mktemp("serve") / "serve.log")
-    yield server
-    server.stop()
+def serve(ref_model, transformers_server):
+    """The session's ``transformers serve`` (tests/conftest.py); requests name ``ref_model``."""
+    return transformers_server
 
 
 @pytest.fixture(scope="module")

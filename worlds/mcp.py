@@ -69,13 +69,13 @@ import os
 import queue
 import shlex
 import shutil
-from pathlib import Path
 import sys
 import tempfile
 import threading
 import uuid
 import weakref
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, AsyncIterator, Mapping, Sequence
 
 from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, parse_arguments

@@ -20,7 +20,8 @@ from pivot_envs.cli.common import err_console, fail
 def serve_command(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (0.0.0.0 exposes the server to the network)."),
     port: int = typer.Option(8000, "--port", help="TCP port."),
-    workers: int = typer.Option(1, "--workers", min=1, help="uvicorn worker processes: they scale /verify; gym sessions, rollout jobs and backends live in one process (use 1 for those faces)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="uvicorn worker processes: they scale /verify; gym "
+                                "sessions, rollout jobs and backends live in one process (use 1 for those faces)."),
     domain: Optional[List[str]] = typer.Option(None, "--domain", help="Serve this domain's envs (repeatable; default: all)."),
     verifier: Optional[str] = typer.Option(None, "--verifier", "-v", help="Verifier name for /verify and pivot envs (default: each pivot's domain default)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Verifier config file (YAML, TOML or JSON: {name: ..., params...})."),
