@@ -216,28 +216,51 @@ def tool_values(content: Any) -> tuple[set[str], set[str]]:
     return typed, names
 
 
+def _given(messages: Sequence[Message]) -> tuple[set[str], str]:
+    """The typed values and the folded text that the task itself gives (system and user messages)."""
+    text = " ".join(content_text(m.get("content")) for m in messages if m.get("role") in ("system", "user"))
+    return typed_values(text), _fold(text)
+
+
+def _stated(text: str, seen_typed: set[str], seen_names: set[str], given: set[str], given_text: str) -> set[str]:
+    """The facts ``text`` states: tool-result values it repeats that the task did not give."""
+    facts = (typed_values(text) & seen_typed) - given
+    folded = _fold(text)
+    return facts | {"name:" + n for n in seen_names if _contains(folded, n) and not _contains(given_text, n)}
+
+
+def _tool_values_before(messages: Sequence[Message]) -> tuple[set[str], set[str]]:
+    typed: set[str] = set()
+    names: set[str] = set()
+    for m in messages:
+        if m.get("role") == "tool":
+            t, n = tool_values(m.get("content"))
+            typed |= t
+            names |= n
+    return typed, names
+
+
 def expert_facts(messages: Sequence[Message]) -> list[str]:
     """The facts the expert gave in ``messages`` (a whole trajectory): sorted ``kind:value`` strings,
     names as ``name:<folded text>`` (see the module docstring)."""
-    given_text = _fold(" ".join(content_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")))
-    given = typed_values(" ".join(content_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")))
+    given, given_text = _given(messages)
     seen_typed: set[str] = set()
     seen_names: set[str] = set()
     facts: set[str] = set()
     for m in messages:
-        role = m.get("role")
-        if role == "tool":
+        if m.get("role") == "tool":
             typed, names = tool_values(m.get("content"))
             seen_typed |= typed
             seen_names |= names
-        elif role == "assistant":
-            content = content_text(m.get("content"))
-            if not content:
-                continue
-            facts |= (typed_values(content) & seen_typed) - given
-            folded = _fold(content)
-            facts |= {"name:" + n for n in seen_names if _contains(folded, n) and not _contains(given_text, n)}
+        elif m.get("role") == "assistant" and content_text(m.get("content")):
+            facts |= _stated(content_text(m.get("content")), seen_typed, seen_names, given, given_text)
     return sorted(facts)
+
+
+def answer_facts(context: Sequence[Message], answer: str) -> list[str]:
+    """The facts that ``answer`` (one assistant text) states after the conversation ``context``: the
+    same rule as :func:`expert_facts`, for one turn (a final-turn pivot's expert answer)."""
+    return sorted(_stated(answer, *_tool_values_before(context), *_given(context))) if answer else []
 
 
 def agent_answer(messages: Sequence[Message]) -> str:

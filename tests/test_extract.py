@@ -53,8 +53,10 @@ def test_tool_error_turns_are_skipped_unless_kept():
 
 
 def test_chat_only_turns_follow_the_domain_default_and_the_override():
-    assert len(extract_pivots([episode()], "terminal")[0]) == 1  # terminal skips chat-only turns
-    assert len(extract_pivots([episode()], "terminal", ExtractOptions(skip_chat_only=False))[0]) == 2
+    pivots, audit = extract_pivots([episode()], "terminal")  # the final answer is a pivot in every built-in domain
+    assert [p.meta["kind"] for p in pivots] == ["tool_call", "text"] and audit.kept["text"] == 1
+    assert len(extract_pivots([episode()], "swe")[0]) == 1  # swe ends with `submit`: its chat-only turns are skipped
+    assert len(extract_pivots([episode()], "terminal", ExtractOptions(skip_chat_only=True))[0]) == 1
     assert len(extract_pivots([episode()], "tool_use", ExtractOptions(skip_chat_only=True))[0]) == 1
 
 

@@ -3,12 +3,12 @@
 =========  ==============================================================
 domain     default
 =========  ==============================================================
-tool_use   ``tool_call`` (text turns: ``fuzzy``; with a judge: fuzzy
-           accepts early, the judge decides)
-terminal   ``cascade``: ``schema`` gate -> normalised exact ``tool_call``
-           accept -> ``exec`` (when registered; commands from ``bash``
-           calls or fenced blocks, a text reply is not a command) -> judge
-           (when configured)
+tool_use   ``final_turn``: calls -> ``tool_call``; answers -> ``facts``
+           (an answer stating no fact: ``fuzzy``)
+terminal   ``final_turn``: calls -> ``cascade``: ``schema`` gate ->
+           normalised exact ``tool_call`` accept -> ``exec`` (when
+           registered; commands from ``bash`` calls or fenced blocks) ->
+           judge (when configured); answers -> ``facts``
 swe        ``tool_name`` with the SWE alias categories
 search     ``by_tool``: ``search`` calls -> fuzzy ``query``
            (token_set_ratio); ``open`` -> exact ``tool_call`` (the doc id);
@@ -16,6 +16,11 @@ search     ``by_tool``: ``search`` calls -> fuzzy ``query``
            token_set_ratio (+ judge)
 other      ``tool_call``
 =========  ==============================================================
+
+``final_turn`` scores the decision to stop (:mod:`pivot_envs.verifiers.final_turn`): where the
+expert answered, another tool call is 0 and an answer must carry the facts the expert's answer
+carries (the episode success rule's fact recall); where the expert made a call, stopping is 0.
+With a judge, ``facts`` accepts early and the judge decides the answers it does not accept.
 
 In the terminal cascade the last stage decides; ``exec`` is an early accept
 when a judge follows it (a judge may still accept a command whose effects
@@ -67,6 +72,16 @@ def _text_spec(judge: dict[str, Any] | None, fuzzy: dict[str, Any] = TEXT_FUZZY)
     ]}
 
 
+def _answer_spec(judge: dict[str, Any] | None, otherwise: dict[str, Any] | None = None) -> dict[str, Any]:
+    """How a domain decides a turn where the expert stopped and answered: the answer's facts
+    (:class:`pivot_envs.verifiers.final_turn.FactsVerifier`), the judge deciding what they do not accept."""
+    facts: dict[str, Any] = {"name": "facts", "otherwise": otherwise}
+    if judge is None:
+        return facts
+    return {"name": "cascade", "stages": [{"role": "accept", "verifier": facts},
+                                          {"role": "decide", "verifier": _judge_spec(judge)}]}
+
+
 def default_verifier_spec(domain: str, *, judge: dict[str, Any] | None = None) -> dict[str, Any]:
     """The default verifier config for ``domain`` (see the module table).
 
@@ -75,7 +90,8 @@ def default_verifier_spec(domain: str, *, judge: dict[str, Any] | None = None) -
     recipe. An unknown domain gets ``tool_call``.
     """
     if domain == "tool_use":
-        return {"name": "tool_call", "argument_normalizers": dict(TOOL_USE_CASELESS), "text_verifier": _text_spec(judge)}
+        calls = {"name": "tool_call", "argument_normalizers": dict(TOOL_USE_CASELESS)}
+        return {"name": "final_turn", "calls": calls, "answer": _answer_spec(judge, dict(TEXT_FUZZY))}
     if domain == "terminal":
         stages: list[dict[str, Any]] = [
             {"role": "gate", "verifier": {"name": "schema"}},
@@ -86,7 +102,7 @@ def default_verifier_spec(domain: str, *, judge: dict[str, Any] | None = None) -
             stages.append({"role": "accept" if judge is not None else "decide", "verifier": exec_spec})
         if judge is not None:
             stages.append({"role": "decide", "verifier": _judge_spec(judge)})
-        return {"name": "cascade", "stages": stages}
+        return {"name": "final_turn", "calls": {"name": "cascade", "stages": stages}, "answer": _answer_spec(judge)}
     if domain == "swe":
         return {"name": "tool_name", "aliases": "swe"}
     if domain == "search":

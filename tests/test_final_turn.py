@@ -1,0 +1,117 @@
+"""The turn that ends a task is a pivot, and each domain's default verifier scores the decision to stop."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium
+import pytest
+
+from pivot_envs.domains import Domain, get_domain, register_domain
+from pivot_envs.envs_data import load_pivots, load_trajectories
+from pivot_envs.pipeline.extract import extract_pivots
+from pivot_envs.success import answer_facts
+from pivot_envs.types import Pivot, Trajectory, content_text
+from pivot_envs.verifiers import build_verifier
+
+ANSWER_DOMAINS = ("terminal", "tool_use", "search")
+
+
+def _call(name: str, **args: object) -> dict:
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+
+
+def _final_text_pivots(domain: str) -> list[Pivot]:
+    finals = {(t.id, len(t.messages) - 1) for t in load_trajectories(domain, "test")
+              if t.reward == 1.0 and t.messages[-1].get("role") == "assistant" and not t.messages[-1].get("tool_calls")}
+    pivots = [p for p in load_pivots(domain, "test") if (p.meta["trajectory_id"], p.meta["turn"]) in finals]
+    assert len(pivots) == len(finals), f"{domain}: {len(finals) - len(pivots)} final answers are not pivots"
+    return pivots
+
+
+@pytest.mark.parametrize("domain", ANSWER_DOMAINS)
+def test_every_final_answer_of_the_bundled_test_split_is_a_pivot_scored_by_what_the_task_needs(domain: str) -> None:
+    finals = _final_text_pivots(domain)
+    assert len(finals) >= 40
+    verifier = build_verifier(get_domain(domain).verifier_spec())
+    assert all(r.passed and r.reward == 1.0 for r in verifier.verify_many([p.expert for p in finals], finals))
+    factual = [p for p in finals if answer_facts(p.context, content_text(p.expert["content"])) or domain == "search"]
+    assert len(factual) >= 15
+    done = verifier.verify_many(["Done."] * len(factual), factual)
+    assert not any(r.passed for r in done) and not any(r.error for r in done)
+    tool = finals[0].tools[0]["function"]["name"]
+    another = verifier.verify_many([_call(tool, command="ls") for _ in finals], finals)
+    assert not any(r.passed for r in another) and not any(r.error for r in another)
+
+
+@pytest.mark.parametrize("domain", ANSWER_DOMAINS)
+def test_stopping_at_the_turn_before_the_answer_scores_zero(domain: str) -> None:
+    pivots = load_pivots(domain, "test")
+    by_turn = {(p.meta["trajectory_id"], p.meta["turn"]): p for p in pivots}
+    pairs = []
+    for final in _final_text_pivots(domain):
+        before = [p for (t, turn), p in by_turn.items() if t == final.meta["trajectory_id"] and turn < final.meta["turn"]]
+        last = max(before, key=lambda p: p.meta["turn"]) if before else None
+        if last is not None and last.expert.get("tool_calls"):
+            pairs.append((last, final.expert))
+    assert len(pairs) >= 20
+    verifier = build_verifier(get_domain(domain).verifier_spec())
+    results = verifier.verify_many([answer for _, answer in pairs], [p for p, _ in pairs])
+    assert not any(r.passed for r in results) and not any(r.error for r in results)
+
+
+def test_the_terminal_answer_must_carry_the_facts_of_the_experts_answer() -> None:
+    pivot = Pivot(id="p", domain="terminal", context=[
+        {"role": "system", "content": "You run a shell."},
+        {"role": "user", "content": "How many ERROR lines are in app.log?"},
+        _call("bash", command="grep -c ERROR app.log"),
+        {"role": "tool", "tool_call_id": "c1", "content": "17\n"},
+    ], expert={"role": "assistant", "content": "app.log has 17 ERROR lines."},
+        tools=json.loads(json.dumps([{"type": "function", "function": {"name": "bash", "parameters": {
+            "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}])))
+    verifier = build_verifier(get_domain("terminal").verifier_spec())
+    assert verifier.verify("There are 17 of them.", pivot).passed
+    missing = verifier.verify("I counted the ERROR lines in app.log.", pivot)
+    assert not missing.passed and "num:17" in missing.reason
+    assert not verifier.verify("There are 18.", pivot).passed
+    assert not verifier.verify(_call("bash", command="wc -l app.log"), pivot).passed
+    assert not verifier.verify("", pivot).passed
+    no_fact = Pivot(id="q", domain="terminal", context=pivot.context[:2], expert={"role": "assistant", "content": "Done."})
+    assert verifier.verify("All finished.", no_fact).passed  # the expert's answer states no fact: any answer
+
+
+def test_another_verifier_replaces_the_fact_rule_and_configs_round_trip() -> None:
+    spec = {"name": "final_turn", "calls": "tool_call",
+            "answer": {"name": "fuzzy", "target": "content", "threshold": 90}}
+    verifier = build_verifier(spec)
+    assert build_verifier(verifier.config()).config() == verifier.config()
+    pivot = Pivot(id="p", domain="d", context=[{"role": "user", "content": "capital of France?"}],
+                  expert={"role": "assistant", "content": "Paris"})
+    assert verifier.verify("Paris", pivot).passed and not verifier.verify("Lyon", pivot).passed
+    facts_on_a_call_turn = build_verifier("facts").verify("x", Pivot(id="c", domain="d", context=[], expert=_call("f")))
+    assert facts_on_a_call_turn.error is not None  # misuse is an error, never a silent 0
+
+
+def test_a_user_domain_keeps_its_answer_turns_and_trains_on_them(tmp_path) -> None:
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}}}]
+    trajectory = Trajectory(meta={"id": "t1"}, tools=tools, reward=1.0, messages=[
+        {"role": "user", "content": "What is the code of order A7?"},
+        _call("lookup", key="A7"),
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"code": "ZX-4471"})},
+        {"role": "assistant", "content": "Order A7 has code ZX-4471."},
+    ])
+    domain = register_domain(Domain(name="lookup_answers", env_id="pivot/LookupAnswers-v0",
+                                    default_verifier={"name": "final_turn", "calls": "tool_call", "answer": "facts"}),
+                             replace=True)
+    pivots, audit = extract_pivots([trajectory], domain)
+    assert audit.kept == {"tool_call": 1, "text": 1}
+    env = gymnasium.make("pivot/LookupAnswers-v0", pivots=pivots)
+    env.reset(options={"pivot_id": pivots[1].id})
+    assert env.step("The code is ZX-4471.")[1] == 1.0
+    env.reset(options={"pivot_id": pivots[1].id})
+    assert env.step("I looked it up for you.")[1] == 0.0
+    env.reset(options={"pivot_id": pivots[0].id})
+    assert env.step("The code is ZX-4471.")[1] == 0.0  # stopped where the expert looked it up
+    env.close()

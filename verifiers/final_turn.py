@@ -1,0 +1,143 @@
+"""The decision to stop: ``facts`` judges an answer, ``final_turn`` routes on who stopped.
+
+A turn where the expert wrote text without a tool call *ends the task or answers the user*
+(the paper: "natural-language-only assistant turns are also actions when the benchmark
+includes them"). What the task needs there is the stop itself and the facts of the answer:
+
+========================================  ======  =====================================
+expert                                    action  reward
+========================================  ======  =====================================
+stopped (text)                            text    ``answer`` decides (default ``facts``)
+stopped (text)                            a call  0: another tool call where the expert stopped
+made a call                               text    0: stopped where the expert made a call
+made a call                               a call  ``calls`` decides (the domain's verifier)
+========================================  ======  =====================================
+
+``facts`` is the episode success rule's fact recall (:func:`pivot_envs.success.answer_facts`
+and :func:`pivot_envs.success.facts_given`, one implementation for both): a *fact* is a value
+(date, time, number, ID, name) that the expert's answer repeats from an earlier tool result and
+that the task did not give. The action passes when its text carries them (``min_recall``). An
+expert answer that states no fact ("Done, the file is renamed.") is decided by ``otherwise``
+(``None``: any non-empty answer). A judge replaces the fact rule for free-form answers::
+
+    build_verifier({"name": "final_turn", "calls": "tool_call",
+                    "answer": {"name": "judge", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from pivot_envs.actions import parse_action
+from pivot_envs.success import answer_facts, facts_given
+from pivot_envs.types import Action, Pivot, VerifyResult, content_text
+from pivot_envs.verifiers.base import Verifier, register_verifier
+from pivot_envs.verifiers.compose import PicklesByConfig, _arun_child, _broadcast, _run_child, build_child
+
+
+def expert_stopped(pivot: Pivot) -> bool:
+    """The expert wrote text without a tool call at this turn (it ended the task or answered)."""
+    return not pivot.expert.get("tool_calls")
+
+
+@register_verifier("facts")
+@dataclass
+class FactsVerifier(PicklesByConfig, Verifier):
+    """The action's answer carries the facts of the expert's answer (see the module docstring).
+
+    Decides text turns only: an action with a tool call fails (another call where the expert
+    stopped); a pivot whose expert made a call is an ``error`` (route such turns with ``final_turn``).
+    """
+
+    min_recall: float = 1.0
+    """Share of the expert answer's facts the action must carry (1.0: all)."""
+    otherwise: Any = None
+    """Verifier spec for expert answers that state no fact; ``None``: any non-empty answer passes."""
+
+    _otherwise: Verifier | None = field(init=False, repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.min_recall) <= 1.0:
+            raise ValueError(f"min_recall must be in [0, 1], got {self.min_recall!r}")
+        self._otherwise = build_child(self.otherwise) if self.otherwise is not None else None
+
+    def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
+        if not expert_stopped(pivot):
+            return VerifyResult.failure(self.name, "the expert made a tool call at this turn: `facts` decides answer "
+                                        "turns only (use `final_turn` to route call turns to another verifier)")
+        if action.tool_calls:
+            return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
+        answer = action.content.strip()
+        if not answer:
+            return VerifyResult(0.0, False, self.name, "empty answer")
+        facts = answer_facts(pivot.context, content_text(pivot.expert.get("content")))
+        if not facts:
+            if self._otherwise is not None:
+                return self._otherwise.safe_verify(action, pivot)
+            return VerifyResult(1.0, True, self.name, "stopped with an answer (the expert's answer states no fact)")
+        ok, missing = facts_given(answer, facts, float(self.min_recall))
+        if ok:
+            return VerifyResult(1.0, True, self.name, f"the answer carries {len(facts) - len(missing)} of {len(facts)} facts")
+        return VerifyResult(0.0, False, self.name, f"{len(missing)} of {len(facts)} facts missing: {', '.join(missing[:5])}")
+
+
+@register_verifier("final_turn")
+@dataclass
+class FinalTurnVerifier(PicklesByConfig, Verifier):
+    """Routes on the stop decision (see the module table): both stopped -> ``answer``; both made
+    calls -> ``calls``; one stopped and the other did not -> 0. Each child runs once per batch."""
+
+    calls: Any = "tool_call"
+    """Verifier spec for turns where the expert made a tool call."""
+    answer: Any = "facts"
+    """Verifier spec for turns where the expert stopped with an answer (``facts``, a judge, ...)."""
+
+    _calls: Verifier = field(init=False, repr=False, compare=False)
+    _answer: Verifier = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._calls = build_child(self.calls)
+        self._answer = build_child(self.answer)
+
+    def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
+        return self.verify_many([action], [pivot])[0]
+
+    def _split(self, actions: Sequence[Any], pivots: Sequence[Pivot] | Pivot) -> tuple[list[Action], list[Pivot], list[VerifyResult | None]]:
+        pivot_list = _broadcast(pivots, len(actions))
+        parsed = [parse_action(a) for a in actions]
+        return parsed, pivot_list, [self._mismatch(a, p) for a, p in zip(parsed, pivot_list)]
+
+    def _mismatch(self, action: Action, pivot: Pivot) -> VerifyResult | None:
+        stopped = not action.tool_calls
+        if expert_stopped(pivot) and not stopped:
+            return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
+        if stopped and not expert_stopped(pivot):
+            return VerifyResult(0.0, False, self.name, "stopped (no tool call) where the expert made a tool call")
+        return None
+
+    def _routes(self, pivots: list[Pivot], out: list[VerifyResult | None]) -> list[tuple[Verifier, list[int]]]:
+        routes = []
+        for child, answers in ((self._answer, True), (self._calls, False)):
+            idx = [i for i, r in enumerate(out) if r is None and expert_stopped(pivots[i]) is answers]
+            if idx:
+                routes.append((child, idx))
+        return routes
+
+    def verify_many(self, actions: Sequence[Any], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
+        parsed, pivot_list, out = self._split(actions, pivots)
+        for child, idx in self._routes(pivot_list, out):
+            for i, result in zip(idx, _run_child(child, [parsed[i] for i in idx], [pivot_list[i] for i in idx])):
+                out[i] = result
+        return [r for r in out if r is not None]
+
+    async def averify_many(self, actions: Sequence[Any], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
+        parsed, pivot_list, out = self._split(actions, pivots)
+        for child, idx in self._routes(pivot_list, out):
+            results = await _arun_child(child, [parsed[i] for i in idx], [pivot_list[i] for i in idx])
+            for i, result in zip(idx, results):
+                out[i] = result
+        return [r for r in out if r is not None]
+
+    async def averify(self, action: Action, pivot: Pivot) -> VerifyResult:
+        return (await self.averify_many([action], [pivot]))[0]
