@@ -14,12 +14,14 @@ from pivot_envs.cli.common import console, err_console, fail, user_errors
 
 
 def extract_command(
-    input: Path = typer.Argument(..., help="Trajectories: OpenAI chat JSONL, tau-bench JSONL, SWE-agent .traj (file or folder)."),
+    input: Path = typer.Argument(..., help="Trajectories: OpenAI chat JSONL, tau-bench JSONL, SWE-agent .traj (file or folder), "
+                                           "ATIF (Harbor) .json document, folder of them or JSONL of them."),
     output: Path = typer.Option(..., "-o", "--output", help="Pivot JSONL to write (.gz compresses)."),
     domain: str = typer.Option(..., "--domain", "-d", help="Domain of the pivots: tool_use, terminal, swe, search or a registered one."),
     min_reward: Optional[float] = typer.Option(None, help="Keep only trajectories with reward >= X."),
-    fmt: str = typer.Option("auto", "--format", help="Input format: auto, openai, tau_bench, swe_agent."),
-    output_format: str = typer.Option("pivots", help="Output format: pivots (ours) or nemo_gym (NeMo Gym pivot rows)."),
+    fmt: str = typer.Option("auto", "--format", help="Input format: auto, openai, tau_bench, swe_agent, atif."),
+    output_format: str = typer.Option("pivots", help="Output format: pivots (ours), nemo_gym (NeMo Gym pivot rows) or "
+                                                     "atif (one ATIF document per pivot and line: the context, then the expert's step)."),
     skip_tool_errors: bool = typer.Option(True, "--skip-tool-errors/--keep-tool-errors", help="Drop turns whose tool call got an error result."),
     chat_only: Optional[bool] = typer.Option(None, "--skip-chat-only/--keep-chat-only", help="Drop turns without tool calls (default: per domain)."),
     dedup: bool = typer.Option(True, "--dedup/--no-dedup", help="Drop repeated (context, normalised action) pairs."),
@@ -27,7 +29,15 @@ def extract_command(
     agent_ref: Optional[str] = typer.Option(None, help="nemo_gym output: the agent_ref each row routes to in NeMo Gym."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed rows (counted by reason) instead of stopping."),
 ) -> None:
-    """Cut trajectories into pivot candidates (one per assistant turn) and print an audit."""
+    """Cut trajectories into pivot candidates (one per assistant turn) and print an audit.
+
+    The input format is detected (--format auto): a folder of SWE-agent .traj files, or else of ATIF .json
+    documents (Harbor's Agent Trajectory Interchange Format v1.7/v1.8; other .json files there, e.g. a trial's
+    config.json, are passed over); a .json file holding one ATIF document or SWE-agent trajectory; JSON lines of
+    OpenAI chat, tau-bench, SWE-agent or ATIF rows. ATIF steps become chat messages (agent -> assistant,
+    tool_calls -> tool calls, observation results -> tool messages, a result without source_call_id -> a user
+    message), agent.tool_definitions the tools and extra.reward the reward.
+    """
     from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
     from pivot_envs.formats import read_trajectories, write_pivots
     from pivot_envs.jsonl import BadRowError, ReadReport
@@ -72,6 +82,13 @@ def check_options(output: Path, max_turns: Optional[int], min_reward: Optional[f
         fail("--min-reward nan: give a number (trajectories with a lower reward are dropped)")
     if agent_ref and output_format != "nemo_gym":
         fail(f"--agent-ref applies to --output-format nemo_gym only (the output format is {output_format!r})")
+    from pivot_envs.formats import PIVOT_OUTPUT_FORMATS
+
+    if output_format not in PIVOT_OUTPUT_FORMATS:
+        fail(f"--output-format {output_format}: unknown; use {', '.join(PIVOT_OUTPUT_FORMATS)}")
+    if output_format == "atif" and output.name.lower().endswith((".json", ".json.gz")):
+        fail(f"-o/--output {output}: --output-format atif writes one ATIF document per line (JSON lines): "
+             f"name the file .jsonl, e.g. {output.with_name(output.name.split('.')[0] + '.jsonl')}")
 
 
 def print_audit(audit, report, output: Path) -> None:

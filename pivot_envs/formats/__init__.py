@@ -5,16 +5,20 @@ Trajectories (-> :class:`~pivot_envs.types.Trajectory`)::
     trajs = read_trajectories("runs.jsonl")                 # fmt="auto"
     trajs = read_trajectories("airline.jsonl", "tau_bench", skip_bad=True, report=report)
     trajs = read_trajectories("swe_runs/")                  # a folder of SWE-agent .traj files
+    trajs = read_trajectories("harbor_job/")                # a folder of ATIF .json documents
     write_trajectories(trajs, "out.jsonl.gz")               # OpenAI chat JSONL
+    write_trajectories(trajs, "out.atif.jsonl", fmt="atif") # one ATIF document per line
 
 Pivots (-> :class:`~pivot_envs.types.Pivot`)::
 
     pivots = read_pivots("pivots.jsonl")                    # ours, or NeMo Gym rows (auto)
     write_pivots(pivots, "gym.jsonl", fmt="nemo_gym", agent_ref="my_agent")
+    write_pivots(pivots, "pivots.atif.jsonl", fmt="atif")   # context + expert step, one ATIF document a line
 
 Formats: ``openai`` (:mod:`.openai_chat`), ``tau_bench`` (:mod:`.tau_bench`),
 ``swe_agent`` (:mod:`.swe_agent`), ``tau2_tasks`` (:mod:`.tau2_tasks`: tau2-bench airline
-tasks, their expected actions run on the MCP server), ``pivots`` (:mod:`.pivots`), ``nemo_gym``
+tasks, their expected actions run on the MCP server), ``atif`` (:mod:`.atif`: Harbor's Agent
+Trajectory Interchange Format, read and written), ``pivots`` (:mod:`.pivots`), ``nemo_gym``
 (:mod:`.nemo_gym`); auto-detection in :mod:`.detect`. Every reader validates
 rows and raises :class:`~pivot_envs.jsonl.BadRowError` naming the file, line
 and field (``data.jsonl:17: field 'messages[3].tool_calls[0].function.arguments': ...``);
@@ -27,6 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from pivot_envs.formats.atif import atif_from_pivot, atif_from_trajectory, read_atif, trajectories_from_atif, write_atif
 from pivot_envs.formats.detect import PIVOT_FORMATS, TRAJECTORY_FORMATS, classify_keys, detect_format
 from pivot_envs.formats.nemo_gym import pivot_from_row, read_nemo_gym, row_from_pivot, write_nemo_gym
 from pivot_envs.formats.openai_chat import read_openai, trajectory_from_row, write_openai
@@ -41,7 +46,10 @@ from pivot_envs.types import Pivot, Trajectory
 __all__ = [
     "PIVOT_FORMATS",
     "TRAJECTORY_FORMATS",
+    "PIVOT_OUTPUT_FORMATS",
     "RowError",
+    "atif_from_pivot",
+    "atif_from_trajectory",
     "classify_keys",
     "detect_format",
     "pivot_from_dict",
@@ -49,6 +57,7 @@ __all__ = [
     "read_nemo_gym",
     "read_openai",
     "read_pivot_jsonl",
+    "read_atif",
     "read_pivots",
     "read_swe_agent",
     "read_tau2_tasks",
@@ -57,8 +66,10 @@ __all__ = [
     "row_from_pivot",
     "swe_agent_history",
     "trajectory_from_row",
+    "trajectories_from_atif",
     "trajectory_from_swe",
     "trajectory_from_tau_row",
+    "write_atif",
     "write_nemo_gym",
     "write_openai",
     "write_pivot_jsonl",
@@ -67,13 +78,15 @@ __all__ = [
 ]
 
 _TRAJECTORY_READERS = {"openai": read_openai, "tau_bench": read_tau_bench, "swe_agent": read_swe_agent,
-                       "tau2_tasks": read_tau2_tasks}
+                       "tau2_tasks": read_tau2_tasks, "atif": read_atif}
+PIVOT_OUTPUT_FORMATS = ("pivots", "nemo_gym", "atif")
+"""What :func:`write_pivots` writes (``atif``: one ATIF document per pivot, not read back as pivots)."""
 
 
 def read_trajectories(path: str | Path, fmt: str = "auto", *, skip_bad: bool = False,
                       report: ReadReport | None = None) -> list[Trajectory]:
     """Read trajectories from ``path`` in format ``fmt`` (``auto``, ``openai``, ``tau_bench``, ``swe_agent``,
-    ``tau2_tasks``: this one starts the tau2 airline MCP server to run the tasks' expected actions).
+    ``atif``, ``tau2_tasks``: this one starts the tau2 airline MCP server to run the tasks' expected actions).
 
     ``report`` (a :class:`ReadReport`) receives the number of rows read and the
     skipped ones by reason; without ``skip_bad`` the first bad row raises
@@ -89,9 +102,14 @@ def read_trajectories(path: str | Path, fmt: str = "auto", *, skip_bad: bool = F
     return reader(path, skip_bad=skip_bad, report=report)
 
 
-def write_trajectories(trajectories: Iterable[Trajectory], path: str | Path) -> int:
-    """Write trajectories as OpenAI chat JSONL (lossless through :meth:`Trajectory.to_dict`); returns the count."""
-    return write_openai(trajectories, path)
+def write_trajectories(trajectories: Iterable[Trajectory], path: str | Path, fmt: str = "openai") -> int:
+    """Write trajectories as OpenAI chat JSONL (``openai``, lossless through :meth:`Trajectory.to_dict`) or
+    ATIF documents, one a line (``atif``); returns the count."""
+    if fmt == "openai":
+        return write_openai(trajectories, path)
+    if fmt == "atif":
+        return write_atif(trajectories, path)
+    raise ValueError(f"unknown trajectory output format {fmt!r}: use openai or atif")
 
 
 def read_pivots(path: str | Path, fmt: str = "auto", *, skip_bad: bool = False, report: ReadReport | None = None,
@@ -114,14 +132,17 @@ def read_pivots(path: str | Path, fmt: str = "auto", *, skip_bad: bool = False, 
 
 
 def write_pivots(pivots: Iterable[Pivot], path: str | Path, fmt: str = "pivots", **options: Any) -> int:
-    """Write pivots as ``pivots`` (ours, one ``Pivot.to_dict()`` a line) or ``nemo_gym`` rows; returns the count.
+    """Write pivots as ``pivots`` (ours, one ``Pivot.to_dict()`` a line), ``nemo_gym`` rows or ``atif``
+    documents (the context then the expert's step, one document a line); returns the count.
 
     ``options`` go to :func:`~pivot_envs.formats.nemo_gym.write_nemo_gym` (``agent_ref``, ``content_parts``).
     """
+    if fmt in ("pivots", "atif") and options:
+        raise ValueError(f"options {sorted(options)} apply to fmt='nemo_gym' only")
     if fmt == "pivots":
-        if options:
-            raise ValueError(f"options {sorted(options)} apply to fmt='nemo_gym' only")
         return write_pivot_jsonl(pivots, path)
     if fmt == "nemo_gym":
         return write_nemo_gym(pivots, path, **options)
-    raise ValueError(f"unknown pivot format {fmt!r}: use {', '.join(PIVOT_FORMATS)}")
+    if fmt == "atif":
+        return write_atif(pivots, path)
+    raise ValueError(f"unknown pivot format {fmt!r}: use {', '.join(PIVOT_OUTPUT_FORMATS)}")

@@ -4,6 +4,8 @@
 format          recognised by
 ==============  ==============================================================
 ``swe_agent``   a folder of ``.traj`` files, a ``.traj`` file, or rows with ``history``
+``atif``        a folder of ``.json`` files (and no ``.traj``), a ``.json`` object or rows with ``steps`` and
+                ``schema_version`` or ``agent`` (Harbor's ATIF)
 ``tau2_tasks``  a ``.json`` list of tau2-bench tasks (``user_scenario`` and ``evaluation_criteria``)
 ``nemo_gym``    rows with ``responses_create_params`` or ``expected_action``
 ``pivots``      rows with ``context`` and ``expert``
@@ -17,9 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from pivot_envs.formats.atif import looks_like_atif
 from pivot_envs.jsonl import BadRowError, iter_json_lines, iter_text_lines, read_json_document
 
-TRAJECTORY_FORMATS = ("openai", "tau_bench", "swe_agent", "tau2_tasks")
+TRAJECTORY_FORMATS = ("openai", "tau_bench", "swe_agent", "tau2_tasks", "atif")
 PIVOT_FORMATS = ("pivots", "nemo_gym")
 _PEEK_LINES = 50
 
@@ -32,7 +35,10 @@ def detect_format(path: str | Path) -> str:
     if path.is_dir():
         if next(path.rglob("*.traj"), None) is not None:
             return "swe_agent"
-        raise ValueError(f"{path}: a folder is read as SWE-agent trajectories, but it holds no .traj files")
+        if any(f.name.lower().endswith((".json", ".json.gz")) for f in path.rglob("*.json*")):
+            return "atif"
+        raise ValueError(f"{path}: a folder is read as SWE-agent trajectories (.traj files) or ATIF documents "
+                         "(.json files), but it holds neither")
     name = path.name.lower()
     if name.endswith((".traj", ".traj.gz")):
         return "swe_agent"
@@ -40,12 +46,15 @@ def detect_format(path: str | Path) -> str:
         data = read_json_document(path)
         if isinstance(data, dict) and "history" in data:
             return "swe_agent"
+        if isinstance(data, dict) and looks_like_atif(data):
+            return "atif"
         if (isinstance(data, list) and data and isinstance(data[0], dict)
                 and "user_scenario" in data[0] and "evaluation_criteria" in data[0]):
             return "tau2_tasks"
         hint = (f" (this one holds a list: convert it with  jq -c '.[]' {path} > rows.jsonl)"
                 if isinstance(data, list) else "")
-        raise ValueError(f"{path}: a .json file is read only as one SWE-agent trajectory (an object with 'history'); "
+        raise ValueError(f"{path}: a .json file is read as one SWE-agent trajectory (an object with 'history'), one "
+                         "ATIF document (an object with 'schema_version' and 'steps') or a list of tau2-bench tasks; "
                          f"write other data as JSON lines (.jsonl), one row per line{hint}")
     keys = _first_row_keys(path)
     fmt = classify_keys(keys)
@@ -58,6 +67,8 @@ def detect_format(path: str | Path) -> str:
 def classify_keys(keys: Iterable[str]) -> str | None:
     """The format that rows with these top-level keys have, or None."""
     keys = set(keys)
+    if looks_like_atif(keys):
+        return "atif"
     if "history" in keys:
         return "swe_agent"
     if "responses_create_params" in keys or "expected_action" in keys:
