@@ -17,6 +17,13 @@ The answer is the request body (every field, unchanged) plus ``reward`` (NeMo Gy
 (an infrastructure error) sets ``error`` (``reward`` is then 0.0 and means nothing: mask it), never a
 silent 0. A malformed body is a 422 whose ``detail`` names the field.
 
+Parallel-call reward modes: NeMo Gym sets them in its server config, ``tool_call_comparator_config``
+(``parallel_tool_call_rewarding``, ``allow_subset``, ``allow_superset``, ``parallel_tool_call_reward_mode``:
+``binary_strict | fractional | f1``). Here the server's verifier decides (``--config`` a ``tool_call`` with
+``parallel``, ``allow_fewer_calls``, ``allow_more_calls``; see :mod:`pivot_envs.verifiers.tool_call`), and a
+row that carries NeMo Gym's object under that key is scored with it (:func:`row_verifier`;
+:func:`pivot_envs.formats.nemo_gym.tool_call_params` maps it), on top of the server's ``tool_call`` verifier.
+
 The action is read from ``response.output`` as NeMo Gym's ``extract_action`` reads it: every
 ``function_call`` item is a tool call (tool calls take precedence over text); else the first
 ``output_text`` of the first assistant ``message`` item is the reply text.
@@ -37,12 +44,16 @@ import json
 import math
 from typing import Any, Sequence
 
+from pivot_envs.formats.nemo_gym import COMPARATOR_FIELD, tool_call_params
+from pivot_envs.jsonl import BadRowError
 from pivot_envs.serve.row_reader import (INPUT_FIELD, READER, TOOLS_FIELD, BodyError, RowInfo, RowReader, _WS,
-                                         action_from_response, decode_with_spans)
+                                         _body_error, action_from_response, decode_with_spans)
 from pivot_envs.types import Message, Pivot, VerifyResult
+from pivot_envs.verifiers.base import Verifier
 
 __all__ = ["RESULT_FIELDS", "TOOLS_FIELD", "INPUT_FIELD", "BodyError", "RowInfo", "RowReader", "READER",
-           "action_from_response", "pivot_from_body", "parse_verify_body", "answer", "error_answer", "verify_rows",
+           "action_from_response", "pivot_from_body", "parse_verify_body", "row_verifier", "answer", "error_answer",
+           "verify_rows",
            "verify_body_text", "verify_rows_text", "decode_with_spans", "encode_answer"]
 
 RESULT_FIELDS = ("reward", "passed", "reason", "error", "verifier")
@@ -57,6 +68,44 @@ def pivot_from_body(body: Any, domain: str = "tool_use") -> Pivot:
 def parse_verify_body(body: Any, domain: str = "tool_use") -> tuple[Pivot, Message]:
     """(pivot, action) of one verify body; :class:`BodyError` names the bad field."""
     return READER.parse(body, domain)
+
+
+def row_verifier(body: dict[str, Any], pivot: Pivot, resolver: Any) -> Verifier:
+    """The verifier of one verify body: the resolver's, with the body's ``tool_call_comparator_config`` (NeMo
+    Gym's parallel-call settings) applied when it has one; :class:`BodyError` names a bad one."""
+    verifier = resolver.for_pivot(pivot)
+    if COMPARATOR_FIELD not in body:
+        return verifier
+    try:
+        params = tool_call_params(body[COMPARATOR_FIELD])
+    except BadRowError as exc:
+        raise _body_error(exc) from None
+    spec, found = _with_tool_call_params(verifier.config(), params)
+    if not found:
+        raise BodyError(COMPARATOR_FIELD, f"sets tool_call's parallel-call reward, but this server scores the row "
+                                          f"with {verifier.name!r}, which has no tool_call in it (serve a tool_call "
+                                          "verifier, or drop the field)")
+    return resolver.get(spec)
+
+
+def _with_tool_call_params(spec: Any, params: dict[str, Any]) -> tuple[Any, int]:
+    """``spec`` with ``params`` set on every ``tool_call`` in it (the verifier itself, or a child of
+    ``final_turn``, ``cascade``, ``by_tool``...), and how many there were."""
+    if spec == "tool_call":
+        return {"name": "tool_call", **params}, 1
+    if isinstance(spec, list):
+        pairs = [_with_tool_call_params(v, params) for v in spec]
+        return [v for v, _ in pairs], sum(n for _, n in pairs)
+    if not isinstance(spec, dict):
+        return spec, 0
+    is_tool_call = spec.get("name") == "tool_call"
+    out = {**spec, **params} if is_tool_call else dict(spec)
+    found = int(is_tool_call)
+    for key, value in spec.items():
+        if key != "name" and not (is_tool_call and key in params):
+            out[key], n = _with_tool_call_params(value, params)
+            found += n
+    return out, found
 
 
 def answer(body: dict[str, Any], result: VerifyResult) -> dict[str, Any]:
@@ -88,17 +137,20 @@ def verify_rows(rows: Sequence[Any], resolver: Any, domain: str = "tool_use",
     good: list[int] = []
     pivots: list[Pivot] = []
     actions: list[Any] = []
+    verifiers: list[Verifier] = []
     for i, row in enumerate(rows):
         try:
             pivot, action = reader.parse(row, domain, infos[i] if infos is not None else None)
+            verifier = row_verifier(row, pivot, resolver)
         except BodyError as exc:
             out[i] = error_answer(row, BodyError(f"[{i}].{exc.field}" if exc.field != "<body>" else f"[{i}]", exc.problem))
             continue
         good.append(i)
         pivots.append(pivot)
         actions.append(parse_action(action))
+        verifiers.append(verifier)
     if good:
-        results = verify_batch(actions, pivots, resolver.for_pivot)
+        results = verify_batch(actions, pivots, verifiers)
         for i, result in zip(good, results):
             out[i] = answer(rows[i], result)
     return out  # type: ignore[return-value]
@@ -128,7 +180,7 @@ def verify_body_text(data: bytes | str, resolver: Any, domain: str = "tool_use",
     if not isinstance(body, dict):
         raise BodyError("<body>", f"must be a JSON object, got {type(body).__name__}")
     pivot, action = reader.parse(body, domain, info)
-    result = verify_batch([parse_action(action)], [pivot], resolver.for_pivot)[0]
+    result = verify_batch([parse_action(action)], [pivot], [row_verifier(body, pivot, resolver)])[0]
     out = answer(body, result)
     start = len(text) - len(text.lstrip(_WS))
     return out, _join_answers([out], [body], data, text, [(start, start + len(text.strip(_WS)))], listed=False)

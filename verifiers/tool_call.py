@@ -7,7 +7,36 @@ Calls
     The calls of a turn are a multiset: their order does not matter. Each
     expert call must be matched one-to-one with an action call to the same
     function with equivalent arguments (a bipartite matching, so any valid
-    pairing is found). A different number of calls fails.
+    pairing is found). A different number of calls fails (by default: see
+    *Parallel calls*).
+
+Parallel calls (NeMo Gym's ``parallel_tool_call_reward_mode``, PR #2463)
+    ``parallel`` sets the reward of a turn with calls, from a *maximum*
+    matching of expert calls to action calls (``matched`` pairs; ``E``
+    expert calls, ``A`` action calls):
+
+    ``"all"`` (default)
+        1 when every required call is matched, else 0 (NeMo Gym's
+        ``binary_strict``).
+    ``"fractional"``
+        ``matched / required``: recall only, surplus calls are free.
+    ``"f1"``
+        ``2 * matched / (E + A)``, the harmonic mean of precision and
+        recall: missing and surplus calls cost alike, only the exact set
+        scores 1 (NeMo Gym recommends it for RL).
+
+    First a count gate: an action with fewer calls than the expert scores 0
+    unless ``allow_fewer_calls`` (NeMo Gym's ``allow_subset``; ``required``
+    is then ``min(E, A)``, else ``E``), one with more scores 0 unless
+    ``allow_more_calls`` (``allow_superset``). ``passed`` is ``reward ==
+    1``. With the defaults (``"all"``, no gate open) the rules of *Calls*
+    above apply unchanged; otherwise the reason lists the pairs and the
+    misses: ``f1 0.8: 2/3 expert calls matched by 2 action calls: expert
+    #1 get_weather = action #2; expert #2 get_weather = action #1; expert
+    #3 get_weather unmatched (call 'get_weather': argument 'city': ...)``.
+    NeMo Gym's shipped default (``parallel_tool_call_rewarding: false``,
+    surplus calls free) is ``"all"`` with ``allow_more_calls``. A
+    ``content`` check (see *Text*) runs only on a turn whose calls score 1.
 
 Arguments (parsed from JSON; key order never matters)
     1. Not valid JSON, or not a JSON object: fails, with the parser's message
@@ -17,9 +46,14 @@ Arguments (parsed from JSON; key order never matters)
     2. ``null_is_missing``: a top-level argument given as ``null`` counts as
        omitted (unless it is required).
     3. When the tool's schema is known (``pivot.tool_spec(name)``'s
-       ``parameters``) and ``coerce`` is on, every value is coerced to its
-       declared type when that is lossless: for ``integer``, ``"5"``,
-       ``5.0`` and ``"5.0"`` become ``5``; for ``number``, ``"7.5"`` becomes
+       ``parameters``) and ``coerce`` is not ``"off"``, every value is
+       coerced to its declared type when that is lossless and a backend
+       would take it: for ``integer``, integer text (``"5"``, ``" 5 "``)
+       becomes ``5``, but a float is no integer: ``5.0`` or ``"5.0"`` for
+       an ``integer`` parameter fails (a real backend may crash on
+       ``tail(lines=1.0)``), unless the expert wrote that float too;
+       ``coerce: "lenient"`` turns them into ``5`` as well (the old
+       default). For ``number``, ``"7.5"`` becomes
        ``7.5``; for ``boolean``, ``"true"``/``"false"`` and ``1``/``0``; for
        ``string``, a JSON number becomes its JSON text (``5`` -> ``"5"``,
        ``5.0`` -> ``"5.0"``) and a boolean ``"true"``/``"false"``; an array or
@@ -44,8 +78,15 @@ Arguments (parsed from JSON; key order never matters)
        threshold in ``fuzzy_arguments``; arrays in order (as a multiset when
        the schema says ``uniqueItems: true``); objects key by key.
 
+String whitespace
+    No normaliser runs by default: ``" ABC123 "`` is not ``"ABC123"``, as it
+    is not to a real backend looking up an ID or a name. ``normalizers:
+    ["strip"]`` ignores surrounding whitespace (the old default; the terminal
+    domain's recipe strips and collapses whitespace in commands, and the
+    tool_use domain strips and lower-cases emails and names).
+
 String case
-    Strings are compared case-sensitively by default (after ``strip``). That is
+    Strings are compared case-sensitively by default. That is
     right for worlds where IDs, codes and enum values are case-sensitive (tau2-bench's
     airline tools, for one, treat reservation IDs, airport codes and the ``cabin`` and
     ``insurance`` enums so: a call with another case does something else). BFCL's AST checker ignores case and some punctuation;
@@ -93,6 +134,12 @@ from pivot_envs.verifiers.normalize import (
     tool_parameters,
 )
 
+PARALLEL_MODES = ("all", "fractional", "f1")
+"""Values of ``tool_call``'s ``parallel`` parameter."""
+COERCE_MODES = ("strict", "lenient", "off")
+"""Values of ``tool_call``'s ``coerce`` parameter (``True`` is ``"strict"``, ``False`` is ``"off"``)."""
+
+_IDENTITY = normalizer_pipeline([])
 _INT_TEXT = re.compile(r"[+-]?\d+")
 _NUM_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _SHOW_LIMIT = 80
@@ -124,12 +171,15 @@ def _fits(value: Any, t: str) -> bool:
     return False
 
 
-def coerce(value: Any, schema: Any, use_defaults: bool = True) -> Any:
-    """``value`` coerced to the type ``schema`` declares, when that is lossless (else unchanged)."""
-    return compile_coercer(schema, use_defaults)(value)
+def coerce(value: Any, schema: Any, use_defaults: bool = True, lenient: bool = False) -> Any:
+    """``value`` coerced to the type ``schema`` declares, when that is lossless (else unchanged).
+
+    ``lenient`` also turns integral floats (``5.0``, ``"5.0"``) into integers (``coerce: "lenient"``).
+    """
+    return compile_coercer(schema, use_defaults, lenient)(value)
 
 
-def compile_coercer(schema: Any, use_defaults: bool = True) -> Coercer:
+def compile_coercer(schema: Any, use_defaults: bool = True, lenient: bool = False) -> Coercer:
     """A function coercing values to ``schema``'s declared types (see the module docstring).
 
     Compiled once per tool schema so that the hot path does no schema lookups.
@@ -146,11 +196,11 @@ def compile_coercer(schema: Any, use_defaults: bool = True) -> Coercer:
             for key in ("anyOf", "oneOf"):
                 branches = schema.get(key)
                 if isinstance(branches, list):
-                    return _branches_coercer(branches, use_defaults)
+                    return _branches_coercer(branches, use_defaults, lenient)
             return _same
     if isinstance(t, list):
         types = [x for x in t if isinstance(x, str)]
-        coercers = [(x, _typed_coercer(x, schema, use_defaults)) for x in types]
+        coercers = [(x, _typed_coercer(x, schema, use_defaults, lenient)) for x in types]
 
         def pick(value: Any) -> Any:
             for x, fn in coercers:
@@ -165,16 +215,16 @@ def compile_coercer(schema: Any, use_defaults: bool = True) -> Coercer:
         return pick
     if not isinstance(t, str):
         return _same
-    return _typed_coercer(t, schema, use_defaults)
+    return _typed_coercer(t, schema, use_defaults, lenient)
 
 
-def _branches_coercer(branches: list, use_defaults: bool) -> Coercer:
+def _branches_coercer(branches: list, use_defaults: bool, lenient: bool) -> Coercer:
     options = []
     for branch in branches:
         if isinstance(branch, dict):
             t = branch.get("type")
             types = [x for x in (t if isinstance(t, list) else [t]) if isinstance(x, str)]
-            options.append((types, compile_coercer(branch, use_defaults)))
+            options.append((types, compile_coercer(branch, use_defaults, lenient)))
 
     def pick(value: Any) -> Any:
         for types, fn in options:
@@ -190,17 +240,25 @@ def _same(value: Any) -> Any:
 
 
 def _to_integer(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    """Integer text (what ``int()`` parses: ``"5"``, ``" 5 "``) becomes the integer; floats stay floats."""
     if isinstance(value, str):
         text = value.strip()
         if _INT_TEXT.fullmatch(text):
             return int(text)
-        if _NUM_TEXT.fullmatch(text):
+    return value
+
+
+def _to_integer_lenient(value: Any) -> Any:
+    """:func:`_to_integer`, and integral floats and their text (``5.0``, ``"5.0"``, ``"5e0"``) too."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if _NUM_TEXT.fullmatch(text) and not _INT_TEXT.fullmatch(text):
             number = float(text)
             if number.is_integer():
                 return int(number)
-    return value
+    return _to_integer(value)
 
 
 def _to_number(value: Any) -> Any:
@@ -237,21 +295,23 @@ _SCALARS: dict[str, Coercer] = {"integer": _to_integer, "number": _to_number, "s
                                 "boolean": _to_boolean}
 
 
-def _typed_coercer(t: str, schema: dict, use_defaults: bool) -> Coercer:
+def _typed_coercer(t: str, schema: dict, use_defaults: bool, lenient: bool) -> Coercer:
+    if t == "integer" and lenient:
+        return _to_integer_lenient
     if t in _SCALARS:
         return _SCALARS[t]
     if t == "array":
-        return _array_coercer(schema, use_defaults)
+        return _array_coercer(schema, use_defaults, lenient)
     if t == "object":
-        return _object_coercer(schema, use_defaults)
+        return _object_coercer(schema, use_defaults, lenient)
     return _same
 
 
-def _array_coercer(schema: dict, use_defaults: bool) -> Coercer:
+def _array_coercer(schema: dict, use_defaults: bool, lenient: bool) -> Coercer:
     items = schema.get("items")
-    item = compile_coercer(items, use_defaults) if isinstance(items, dict) else None
+    item = compile_coercer(items, use_defaults, lenient) if isinstance(items, dict) else None
     prefix = schema.get("prefixItems")
-    firsts = [compile_coercer(x, use_defaults) for x in prefix] if isinstance(prefix, list) else None
+    firsts = [compile_coercer(x, use_defaults, lenient) for x in prefix] if isinstance(prefix, list) else None
 
     def to_array(value: Any) -> Any:
         if isinstance(value, str) and value.lstrip().startswith("["):
@@ -268,12 +328,12 @@ def _array_coercer(schema: dict, use_defaults: bool) -> Coercer:
     return to_array
 
 
-def _object_coercer(schema: dict, use_defaults: bool) -> Coercer:
+def _object_coercer(schema: dict, use_defaults: bool, lenient: bool) -> Coercer:
     props = schema.get("properties")
     props = props if isinstance(props, dict) else {}
-    fields = {k: compile_coercer(sub, use_defaults) for k, sub in props.items()}
+    fields = {k: compile_coercer(sub, use_defaults, lenient) for k, sub in props.items()}
     extra_schema = schema.get("additionalProperties")
-    extra = compile_coercer(extra_schema, use_defaults) if isinstance(extra_schema, dict) else _same
+    extra = compile_coercer(extra_schema, use_defaults, lenient) if isinstance(extra_schema, dict) else _same
     defaults = []
     if use_defaults:
         for k, sub in props.items():
@@ -312,31 +372,44 @@ def _show(value: Any) -> str:
 # --------------------------------------------------------------------------- matching
 
 
-def perfect_matching(adjacency: list[list[int]], n_right: int) -> list[int] | None:
-    """A perfect matching of a 0/1 bipartite graph (Kuhn's augmenting paths), or None.
+def _augment(i: int, adjacency: list[list[int]], owner: list[int], seen: list[bool]) -> bool:
+    """Kuhn's step: pair left node ``i``, re-pairing earlier ones along an augmenting path if need be."""
+    for j in adjacency[i]:
+        if not seen[j]:
+            seen[j] = True
+            if owner[j] < 0 or _augment(owner[j], adjacency, owner, seen):
+                owner[j] = i
+                return True
+    return False
 
-    ``adjacency[i]`` lists the right-hand nodes left node ``i`` may pair with.
-    Returns ``match[i]`` = the right node of left node ``i``.
-    """
-    owner = [-1] * n_right
 
-    def augment(i: int, seen: list[bool]) -> bool:
-        for j in adjacency[i]:
-            if not seen[j]:
-                seen[j] = True
-                if owner[j] < 0 or augment(owner[j], seen):
-                    owner[j] = i
-                    return True
-        return False
-
-    for i in range(len(adjacency)):
-        if not augment(i, [False] * n_right):
-            return None
-    match = [0] * len(adjacency)
+def _left_to_right(owner: list[int], n_left: int) -> list[int]:
+    match = [-1] * n_left
     for j, i in enumerate(owner):
         if i >= 0:
             match[i] = j
     return match
+
+
+def maximum_matching(adjacency: list[list[int]], n_right: int) -> list[int]:
+    """A maximum matching of a 0/1 bipartite graph (Kuhn's augmenting paths).
+
+    ``adjacency[i]`` lists the right-hand nodes left node ``i`` may pair with.
+    Returns ``match[i]`` = the right node of left node ``i``, or -1 where ``i`` stays unpaired.
+    """
+    owner = [-1] * n_right
+    for i in range(len(adjacency)):
+        _augment(i, adjacency, owner, [False] * n_right)
+    return _left_to_right(owner, len(adjacency))
+
+
+def perfect_matching(adjacency: list[list[int]], n_right: int) -> list[int] | None:
+    """A matching pairing every left node (as :func:`maximum_matching`), or None when there is none."""
+    owner = [-1] * n_right
+    for i in range(len(adjacency)):
+        if not _augment(i, adjacency, owner, [False] * n_right):
+            return None
+    return _left_to_right(owner, len(adjacency))
 
 
 @dataclass(frozen=True)
@@ -353,14 +426,14 @@ class _Tool:
     """Coerces (and fills defaults into) an arguments object; None when nothing is to be done."""
 
     @classmethod
-    def of(cls, schema: dict[str, Any] | None, coerce: bool, use_defaults: bool) -> "_Tool":
+    def of(cls, schema: dict[str, Any] | None, coerce: str, use_defaults: bool) -> "_Tool":
         if not schema:
             return _NO_SCHEMA
         props = schema.get("properties")
         req = schema.get("required")
         required = frozenset(r for r in req if isinstance(r, str)) if isinstance(req, list) else frozenset()
-        if coerce:
-            coercer: Coercer | None = _object_coercer(schema, use_defaults)
+        if coerce != "off":
+            coercer: Coercer | None = _object_coercer(schema, use_defaults, coerce == "lenient")
         elif use_defaults:
             coercer = functools.partial(_fill_defaults, schema=schema)
         else:
@@ -396,8 +469,9 @@ class _Expert:
 class ToolCallVerifier(PicklesByConfig, Verifier):
     """Tool calls equal by meaning: same functions, equivalent arguments (see the module docstring)."""
 
-    normalizers: list[str] = field(default_factory=lambda: ["strip"])
-    """Normalisers applied to every string argument value (both sides) before comparing."""
+    normalizers: list[str] = field(default_factory=list)
+    """Normalisers applied to every string argument value (both sides) before comparing (none by default:
+    ``" ABC123 "`` is not ``"ABC123"``; ``["strip"]`` ignores surrounding whitespace)."""
     argument_normalizers: dict[str, list[str]] = field(default_factory=dict)
     """Per-argument normalisers replacing ``normalizers``; keys ``"arg"`` or ``"tool.arg"`` (the latter wins)."""
     fuzzy_arguments: dict[str, float] = field(default_factory=dict)
@@ -408,8 +482,9 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
     """Relative tolerance for comparing numbers (``math.isclose``)."""
     abs_tol: float = 1e-9
     """Absolute tolerance for comparing numbers."""
-    coerce: bool = True
-    """Coerce values to the type the tool's schema declares (``"5"`` -> ``5`` for an integer)."""
+    coerce: bool | str = "strict"
+    """Coercion to the schema's types: ``"strict"`` (``"5"`` -> ``5`` for an integer; ``5.0`` is no integer),
+    ``"lenient"`` (also ``5.0``/``"5.0"`` -> ``5``) or ``"off"``; ``True``/``False`` mean strict/off."""
     use_defaults: bool = True
     """An omitted argument equals the schema's ``default`` when one is declared."""
     null_is_missing: bool = True
@@ -420,14 +495,30 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
     """Text of a turn with calls: ``"ignore"``, or a verifier spec run on the two texts."""
     text_verifier: Any = "fuzzy"
     """Verifier spec deciding turns where the expert made no tool call."""
+    parallel: str = "all"
+    """Reward of a turn with calls: ``"all"`` (1 when every expert call is matched, else 0), ``"fractional"``
+    (matched / expert calls) or ``"f1"`` (2 * matched / (expert + action calls))."""
+    allow_fewer_calls: bool = False
+    """Admit an action with fewer calls than the expert (else it scores 0); full credit then needs as many
+    matches as the action has calls (``"all"``, ``"fractional"``). NeMo Gym's ``allow_subset``."""
+    allow_more_calls: bool = False
+    """Admit an action with more calls than the expert (else it scores 0); surplus calls cost nothing
+    except under ``"f1"``. NeMo Gym's ``allow_superset``."""
 
     _cache: PivotCache = field(init=False, repr=False, compare=False)
     _content: Verifier | None = field(init=False, repr=False, compare=False)
     _text: Verifier = field(init=False, repr=False, compare=False)
     _norm: Callable[[str], str] = field(init=False, repr=False, compare=False)
     _arg_norms: dict[str, Callable[[str], str]] = field(init=False, repr=False, compare=False)
+    _strict_ints: bool = field(init=False, repr=False, compare=False)
+    _exact_all: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self.coerce = _coerce_mode(self.coerce)
+        self._strict_ints = self.coerce == "strict"
+        if self.parallel not in PARALLEL_MODES:
+            raise ValueError(f"parallel must be one of {', '.join(PARALLEL_MODES)}, got {self.parallel!r}")
+        self._exact_all = self.parallel == "all" and not self.allow_fewer_calls and not self.allow_more_calls
         self.normalizers = check_normalizers(self.normalizers)
         self._norm = normalizer_pipeline(self.normalizers)
         self._arg_norms = {
@@ -462,6 +553,8 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
             args = {k: v for k, v in args.items() if v is not None or k in tool.required}
         if tool.coercer is not None:
             args = tool.coercer(args)
+        if self._norm is _IDENTITY and not self._arg_norms:
+            return args
         return {k: _map_strings(v, self._norm_for(name, k)) for k, v in args.items()}
 
     def _expert(self, pivot: Pivot) -> _Expert:
@@ -489,6 +582,8 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
             return self._text.safe_verify(action, pivot)
         if not raw_calls:
             return self._fail(f"expected tool call(s) {_names(expert.calls)}, got a text reply")
+        if not self._exact_all:
+            return self._verify_scored(action, raw_calls, expert)
         if len(expert.calls) == 1:
             same_names = len(raw_calls) == 1 and raw_calls[0][0] == expert.calls[0].name
         else:
@@ -496,15 +591,47 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
         if not same_names:
             got = [n for n, _ in raw_calls]
             return self._fail(f"tool calls differ: expected {_names(expert.calls)}, got {_bracket(got)}")
-        tools = {c.name: c.tool for c in expert.calls}
-        calls = [_Call(n, self._canonical(n, raw, tools[n]), tools[n]) for n, raw in raw_calls]
+        calls = self._action_calls(raw_calls, expert)
         reason = self._match_calls(calls, expert.calls)
         if reason is not None:
             return self._fail(reason)
+        n = len(calls)
+        return self._passed(action, expert, f"{n} equivalent tool call{'s' if n > 1 else ''}")
+
+    def _action_calls(self, raw_calls: list[tuple[str, Any]], expert: _Expert) -> list[_Call]:
+        """The action's calls, parsed under the expert's tool schemas (a call to another tool is left raw)."""
+        tools = {c.name: c.tool for c in expert.calls}
+        return [_Call(n, self._canonical(n, raw, tools[n]), tools[n]) if n in tools else _Call(n, {}, _NO_SCHEMA)
+                for n, raw in raw_calls]
+
+    def _passed(self, action: Action, expert: _Expert, reason: str) -> VerifyResult:
+        """Every call matched: the result, after the content check when one is configured."""
         if expert.content_pivot is not None and self._content is not None:
             return self._verify_content(action, expert)
-        n = len(calls)
-        return VerifyResult(1.0, True, self.name, f"{n} equivalent tool call{'s' if n > 1 else ''}")
+        return VerifyResult(1.0, True, self.name, reason)
+
+    def _verify_scored(self, action: Action, raw_calls: list[tuple[str, Any]], expert: _Expert) -> VerifyResult:
+        """The ``parallel`` reward (see the module docstring): count gate, maximum matching, score."""
+        n_expert, n_action = len(expert.calls), len(raw_calls)
+        if not self._admits(n_expert, n_action):
+            got = _bracket([n for n, _ in raw_calls])
+            return self._fail(f"{n_action} tool call(s), expected {n_expert}: expected {_names(expert.calls)}, "
+                              f"got {got}")
+        calls = self._action_calls(raw_calls, expert)
+        diffs = self._pair_diffs(calls, expert.calls)
+        match = maximum_matching([[j for j, d in enumerate(row) if d is None] for row in diffs], n_action)
+        matched = sum(j >= 0 for j in match)
+        reward = parallel_reward(self.parallel, matched, n_expert, n_action, self.allow_fewer_calls)
+        reason = _matching_reason(self.parallel, reward, match, diffs, expert.calls, calls)
+        if reward == 1.0:
+            return self._passed(action, expert, reason)
+        return VerifyResult(reward, False, self.name, reason)
+
+    def _admits(self, n_expert: int, n_action: int) -> bool:
+        """The count gate: whether an action with ``n_action`` calls is scored at all."""
+        if n_action < n_expert:
+            return self.allow_fewer_calls
+        return n_action == n_expert or self.allow_more_calls
 
     def _verify_content(self, action: Action, expert: _Expert) -> VerifyResult:
         assert expert.content_pivot is not None and self._content is not None
@@ -516,11 +643,16 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
     def _fail(self, reason: str) -> VerifyResult:
         return VerifyResult(0.0, False, self.name, reason)
 
+    def _pair_diffs(self, calls: list[_Call], expected: list[_Call]) -> list[list[str | None]]:
+        """``diffs[i][j]``: None when action call ``j`` matches expert call ``i``, else why not (``"name"``:
+        another tool)."""
+        return [[self._call_diff(c, e) if c.name == e.name else "name" for c in calls] for e in expected]
+
     def _match_calls(self, calls: list[_Call], expected: list[_Call]) -> str | None:
         """None when the calls match the expected ones one-to-one, else why not."""
         if len(expected) == 1:
             return self._call_diff(calls[0], expected[0])
-        diffs = [[self._call_diff(c, e) if c.name == e.name else "name" for c in calls] for e in expected]
+        diffs = self._pair_diffs(calls, expected)
         adjacency = [[j for j, d in enumerate(row) if d is None] for row in diffs]
         if perfect_matching(adjacency, len(calls)) is not None:
             return None
@@ -566,6 +698,8 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
                 return None
             return f"argument {path!r}: {_show(a)} != {_show(b)}"
         if (ta is int or ta is float) and (tb is int or tb is float):
+            if ta is float and tb is int and self._strict_ints and _declares_integer(schema):
+                return f"argument {path!r}: {_show(a)} is not an integer (the schema declares integer)"
             if ta is int and tb is int:
                 same = a == b
             else:
@@ -606,6 +740,56 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
         return f"argument {path!r}: {_show(a)} != {_show(b)}"
 
 
+def _coerce_mode(value: Any) -> str:
+    if value is True:
+        return "strict"
+    if value is False:
+        return "off"
+    if value not in COERCE_MODES:
+        raise ValueError(f"coerce must be one of {', '.join(COERCE_MODES)} (or true/false), got {value!r}")
+    return value
+
+
+def _declares_integer(schema: Any) -> bool:
+    """Whether ``schema`` types a value as an integer (and not as any number)."""
+    t = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(t, list):
+        return "integer" in t and "number" not in t
+    return t == "integer"
+
+
+def parallel_reward(mode: str, matched: int, n_expert: int, n_action: int, allow_fewer: bool = False) -> float:
+    """The reward of ``matched`` expert calls paired one-to-one with action calls (NeMo Gym's formulas).
+
+    ``"f1"``: ``2 * matched / (n_expert + n_action)``. ``"all"`` and ``"fractional"`` score against the
+    calls required, ``n_expert`` (``min(n_expert, n_action)`` when fewer calls are allowed): all of them
+    for 1 else 0, or the matched fraction of them.
+    """
+    if mode == "f1":
+        total = n_expert + n_action
+        return 2 * matched / total if total else 0.0
+    required = min(n_expert, n_action) if allow_fewer else n_expert
+    if mode == "fractional":
+        return matched / required if required else 0.0
+    return 1.0 if matched == required else 0.0
+
+
+def _matching_reason(mode: str, reward: float, match: list[int], diffs: list[list[str | None]],
+                     expected: list[_Call], calls: list[_Call]) -> str:
+    """Which calls matched, why the others did not, and the reward, e.g.
+    ``f1 0.8: 2/3 expert calls matched by 2 action calls: expert #1 get_weather = action #2, ...``."""
+    matched = sum(j >= 0 for j in match)
+    parts = [f"expert #{i + 1} {expected[i].name} = action #{j + 1}" for i, j in enumerate(match) if j >= 0]
+    for i, j in enumerate(match):
+        if j < 0:
+            near = next((d for d in diffs[i] if d is not None and d != "name"), None)
+            parts.append(f"expert #{i + 1} {expected[i].name} unmatched ({near or 'no call to this tool'})")
+    paired = set(match)
+    parts.extend(f"action #{j + 1} {c.name} extra" for j, c in enumerate(calls) if j not in paired)
+    head = f"{mode} {reward:.4g}: {matched}/{len(expected)} expert calls matched by {len(calls)} action calls"
+    return head + ": " + "; ".join(parts)
+
+
 def _fill_defaults(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     props = schema.get("properties")
     if not isinstance(props, dict):
@@ -636,4 +820,5 @@ def _bracket(names: list[str]) -> str:
     return "[" + ", ".join(sorted(names)) + "]"
 
 
-__all__ = ["ToolCallVerifier", "coerce", "perfect_matching"]
+__all__ = ["COERCE_MODES", "PARALLEL_MODES", "ToolCallVerifier", "coerce", "maximum_matching", "parallel_reward",
+           "perfect_matching"]

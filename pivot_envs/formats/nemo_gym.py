@@ -32,6 +32,17 @@ Lossless both ways, with two small patches (:mod:`pivot_envs.formats.patch`):
 * Pivot -> row -> Pivot: what a row cannot carry (domain, meta, fixture,
   profile, the ``name`` of a tool message, ...) goes into the extra row field
   ``pivot_envs = {"patch", "hash"}``; NeMo Gym ignores unknown fields.
+
+Parallel-call reward modes: NeMo Gym sets them in its resources server's
+config, ``tool_call_comparator_config`` (``parallel_tool_call_rewarding``,
+``allow_subset``, ``allow_superset``, ``parallel_tool_call_reward_mode``:
+``binary_strict | fractional | f1``), not in the rows. :func:`tool_call_params`
+turns that object into the ``tool_call`` parameters that score as it does
+(``parallel``, ``allow_fewer_calls``, ``allow_more_calls``). A row may carry
+the same object under the same key (an extra field, which NeMo Gym ignores);
+:func:`pivot_from_row` checks it (a bad one is a :class:`RowError` naming
+it) and keeps it with the row's other fields, and ``pivot-envs serve``
+scores such a row with it (:mod:`pivot_envs.serve.nemo_gym`).
 """
 
 from __future__ import annotations
@@ -62,6 +73,14 @@ ROW_KEY = "pivot_envs"
 ID_FIELDS = ("id", "uuid")
 DEFAULT_AGENT_TYPE = "responses_api_agents"
 
+COMPARATOR_FIELD = "tool_call_comparator_config"
+"""NeMo Gym's config key for its tool-call comparison, read from a row too (see the module doc)."""
+REWARD_MODES = {"binary_strict": "all", "fractional": "fractional", "f1": "f1"}
+"""NeMo Gym's ``parallel_tool_call_reward_mode`` -> ``tool_call``'s ``parallel``."""
+_FLAGS = ("parallel_tool_call_rewarding", "allow_subset", "allow_superset")
+_NOT_MAPPED = ("word_count_similarity_threshold", "floating_point_comparison_threshold")
+"""Accepted and not mapped: NeMo Gym's own string and float comparison is not reimplemented."""
+
 _ROW_GUARDED = (("responses_create_params", "input"), ("responses_create_params", "tools"),
                 ("responses_create_params", "instructions"), ("expected_action",))
 _PIVOT_GUARDED = (("context",), ("tools",), ("expert",))
@@ -90,10 +109,39 @@ def pivot_from_row(row: Any, *, domain: str | None = None) -> Pivot:
     own_domain = stored is not None and any(isinstance(op, list) and op[1:2] == [["domain"]] for op in ops)
     if domain is not None and not own_domain:
         pivot.domain = domain
+    if COMPARATOR_FIELD in row:
+        tool_call_params(row[COMPARATOR_FIELD])
     extras = _row_extras(base, pivot)
     if extras:
         pivot.meta[META_KEY] = extras
     return pivot
+
+
+def tool_call_params(config: Any, field_name: str = COMPARATOR_FIELD) -> dict[str, Any]:
+    """NeMo Gym's ``tool_call_comparator_config`` -> the ``tool_call`` parameters scoring parallel calls as it does.
+
+    ``parallel_tool_call_rewarding`` off (NeMo Gym's default) counts only whether every expected call was
+    made, surplus calls free: ``{"parallel": "all", "allow_fewer_calls": False, "allow_more_calls": True}``.
+    On, ``allow_subset``/``allow_superset`` map to ``allow_fewer_calls``/``allow_more_calls`` and the reward
+    mode by :data:`REWARD_MODES`. A bad or unknown setting is a :class:`RowError` naming it.
+    """
+    config = require_dict(config, field_name, "an object like NeMo Gym's tool_call_comparator_config")
+    for key in config:
+        if key not in _FLAGS + _NOT_MAPPED + ("parallel_tool_call_reward_mode",):
+            raise RowError(f"{field_name}.{key}", "unknown setting",
+                           f"NeMo Gym's settings are {', '.join(_FLAGS)} and parallel_tool_call_reward_mode")
+    flags = {key: config.get(key, False) for key in _FLAGS}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise RowError(f"{field_name}.{key}", f"must be true or false: got {value!r}")
+    mode = config.get("parallel_tool_call_reward_mode", "binary_strict")
+    if mode not in REWARD_MODES:
+        raise RowError(f"{field_name}.parallel_tool_call_reward_mode", f"unknown mode {mode!r}",
+                       f"use one of {', '.join(REWARD_MODES)}")
+    if not flags["parallel_tool_call_rewarding"]:
+        return {"parallel": "all", "allow_fewer_calls": False, "allow_more_calls": True}
+    return {"parallel": REWARD_MODES[mode], "allow_fewer_calls": flags["allow_subset"],
+            "allow_more_calls": flags["allow_superset"]}
 
 
 def row_from_pivot(pivot: Pivot, *, agent_ref: str | dict[str, Any] | None = None,
