@@ -40,7 +40,12 @@ class Domain:
         description: one line shown by ``pivot-envs list``.
         default_verifier: a verifier spec (name or config dict), or a zero-argument
             callable returning one, used when the env is made without ``verifier=``.
-        skip_chat_only: extraction skips assistant turns without tool calls.
+        skip_chat_only: extraction skips assistant turns without tool calls. Leave it ``False`` (the default)
+            where episodes end with an answer: the turn that ends the task, or answers the user, is then a pivot
+            (the decision to stop is an action), and a default verifier built with ``final_turn`` scores it
+            (another tool call 0, an answer without the expert answer's facts 0). ``True`` only for domains
+            whose episodes end with a tool call and whose text turns are commentary (the built-in ``swe``:
+            ``submit``).
         fixture_mode: ``"static"`` (every pivot gets the trajectory's fixture) or
             ``"replay"`` (the fixture's setup is extended with the episode's earlier
             shell commands, so the state at the turn is rebuilt by replaying them).

@@ -146,9 +146,11 @@ def test_tool_errors_are_followed_by_a_corrected_call(trajs: list[Trajectory]) -
 
 def test_extractor_skips_error_turns_and_keeps_the_rest(trajs: list[Trajectory]) -> None:
     pivots, audit = extract_pivots(trajs[:60], "terminal", ExtractOptions(min_reward=1.0))
-    assert pivots and audit.skipped["chat_only"] > 0
+    assert pivots and audit.skipped["tool_error"] > 0 and audit.skipped["chat_only"] == 0
+    finals = {(t.id, len(t.messages) - 1) for t in trajs[:60] if t.reward == 1.0}
+    assert finals <= {(p.meta["trajectory_id"], p.meta["turn"]) for p in pivots}  # each task's final answer
     for p in pivots:
-        assert p.fixture is not None and p.expert.get("tool_calls")
+        assert p.fixture is not None and (p.expert.get("tool_calls") or p.meta["kind"] == "text")
 
 
 def test_replay_reproduces_every_tool_result_and_alternative(trajs: list[Trajectory]) -> None:

@@ -69,9 +69,12 @@ class FactsVerifier(PicklesByConfig, Verifier):
         if action.tool_calls:
             return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
         answer = action.content.strip()
+        expected = content_text(pivot.expert.get("content")).strip()
         if not answer:
+            if not expected:
+                return VerifyResult(1.0, True, self.name, "stopped without a text, as the expert did")
             return VerifyResult(0.0, False, self.name, "empty answer")
-        facts = answer_facts(pivot.context, content_text(pivot.expert.get("content")))
+        facts = answer_facts(pivot.context, expected)
         if not facts:
             if self._otherwise is not None:
                 return self._otherwise.safe_verify(action, pivot)
