@@ -10,6 +10,8 @@ Faces:
   ``POST /verify``, ``POST /verify_batch``;
 * gymnasium over HTTP (:mod:`pivot_envs.serve.gym_http`): ``POST /reset``, ``/step``, ``/step_many``,
   ``GET /sessions``, ``DELETE /sessions/{id}``;
+* OpenEnv (:mod:`pivot_envs.serve.openenv`): every env under ``/openenv/NAME`` (``/reset``, ``/step``,
+  ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``, ``WS /ws``, ``/openapi.json``); ``GET /openenv``;
 * rollouts as a service, when :mod:`pivot_envs.serve.rollouts` exists (its ``build_router(state)``).
 
 Errors: a malformed body is a 4xx whose JSON ``detail`` names the field (FastAPI's 422 ``loc`` for
@@ -35,7 +37,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict
 
-from pivot_envs.serve import nemo_gym
+from pivot_envs.serve import nemo_gym, openenv
 from pivot_envs.serve.gym_http import SessionError, SessionStore
 
 CONFIG_ENV = "PIVOT_ENVS_SERVE_CONFIG"
@@ -220,6 +222,7 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
     async def lifespan(_app: FastAPI):
         yield
         state.sessions.close_all()
+        _app.state.openenv.close_all()
         service = getattr(_app.state, "rollouts", None)
         if service is not None:  # stop the rollout pipeline's workers and close its backend clients
             await service.aclose()
@@ -305,6 +308,9 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
         if not state.sessions.delete(session_id):
             raise SessionError(404, {"field": "session_id", "message": f"unknown session {session_id!r}"})
         return {"session_id": session_id, "closed": True}
+
+    # ---- OpenEnv: every env under /openenv/NAME (pivot_envs.serve.openenv)
+    app.state.openenv = openenv.include(app, state)
 
     # ---- rollouts as a service (another module; mounted when present)
     if include_rollouts and importlib.util.find_spec(ROLLOUTS_MODULE) is not None:

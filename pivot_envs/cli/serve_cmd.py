@@ -1,7 +1,8 @@
 """``pivot-envs serve``: the envs and verifiers over HTTP (FastAPI + uvicorn).
 
 NeMo Gym's resources-server protocol (``/seed_session``, ``/verify``, ``/verify_batch``), gymnasium
-over HTTP (``/reset``, ``/step``, ``/step_many``, ``DELETE /sessions/{id}``), ``/health`` and
+over HTTP (``/reset``, ``/step``, ``/step_many``, ``DELETE /sessions/{id}``), every env as an OpenEnv
+environment (``/openenv/NAME``: ``/reset``, ``/step``, ``/state``, ``WS /ws``...), ``/health`` and
 ``/metrics`` (Prometheus text; ``?format=json``). See :mod:`pivot_envs.serve.app`.
 """
 
@@ -28,7 +29,7 @@ def serve_command(
     session_ttl: float = typer.Option(600.0, "--session-ttl", min=1.0, help="Seconds after which an idle gym session is closed."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
-    """Serve the envs and verifiers over HTTP (NeMo Gym resources server + gymnasium over HTTP)."""
+    """Serve the envs and verifiers over HTTP (NeMo Gym resources server, gymnasium over HTTP, OpenEnv)."""
     try:
         import uvicorn  # noqa: F401
         import fastapi  # noqa: F401
