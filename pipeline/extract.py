@@ -27,8 +27,10 @@ class ExtractOptions:
         skip_tool_errors: drop turns whose tool call was answered by a tool error
             (a tool message matching ``error_pattern``).
         skip_chat_only: drop turns without tool calls; ``None`` = the domain's default.
-        dedup: drop a turn whose (context, normalised action) pair was already seen
-            (tool-call ids are ignored; arguments compared as canonical JSON).
+        dedup: drop a turn whose (context, normalised action) pair was already seen in a task with
+            the same setup: the same tools (in any order), world settings (``meta["world"]``) and
+            start fixture (tool-call ids are ignored; arguments compared as canonical JSON). Two
+            tasks that open alike but start from different states keep their pivots.
         max_turns_per_trajectory: keep at most this many (the first ones) per trajectory.
         error_pattern: regex (case-insensitive) on the tool message content marking an error.
     """
@@ -96,12 +98,13 @@ def extract_pivots(
             continue
         audit.trajectories_used += 1
         kept_here = 0
+        setup = task_setup_key(traj, dom) if opts.dedup else ""
         for i, msg in enumerate(traj.messages):
             if msg.get("role") != "assistant":
                 continue
             reason = _skip_reason(traj.messages, i, skip_chat, opts.skip_tool_errors, error_re)
             if reason is None and opts.dedup:
-                key = stable_hash(dom.name, normalized_context(traj.messages[:i]), normalized_action(msg))
+                key = stable_hash(dom.name, setup, normalized_context(traj.messages[:i]), normalized_action(msg))
                 reason = "duplicate" if key in seen else None
                 seen.add(key)
             if reason is None and opts.max_turns_per_trajectory is not None and kept_here >= opts.max_turns_per_trajectory:
@@ -137,6 +140,13 @@ def tool_results(messages: list[Message], i: int) -> list[Message]:
     return out
 
 
+def task_setup_key(traj: Trajectory, dom: Domain) -> str:
+    """What a task starts from besides its messages: its tools (order free), its world settings
+    (:func:`world_meta`, for a domain with a world) and its start fixture, as one hash."""
+    tools = sorted(json.dumps(t, sort_keys=True, ensure_ascii=False) for t in traj.tools)
+    world = world_meta(traj, dom) if dom.world is not None else None
+    fixture = traj.fixture.to_dict() if traj.fixture is not None else None
+    return stable_hash(tools, world, fixture)
 
 
 def normalized_action(message: Message) -> Any:

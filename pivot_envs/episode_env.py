@@ -18,8 +18,9 @@ simulated (:mod:`pivot_envs.users`), and the final reward is task success
 
 Env ids: ``pivot/<Domain>-Episode-v0`` for every domain with a world (``pivot/ToolUse-Episode-v0``,
 ``pivot/Terminal-Episode-v0``, ``pivot/SWE-Episode-v0``, ``pivot/Search-Episode-v0``), and
-``pivot/Episode-v0``, which takes ``world=SPEC`` (a world name, ``mcp:COMMAND``, a config dict) and
-``tasks=``.
+``pivot/Episode-v0``, which takes ``world=SPEC`` (a built-in or registered world's name,
+``mcp:COMMAND``, a config dict, a World subclass or a zero-argument factory) and ``tasks=``. Every
+env builds its own world from the spec, so envs never share a state (a World instance is refused).
 
 Tasks are expert trajectories (:class:`~pivot_envs.types.Trajectory`): a trajectory file (any
 format :func:`pivot_envs.formats.read_trajectories` reads), ``bundled:DOMAIN[:SPLIT]``, or a list
@@ -161,7 +162,7 @@ def expert_outcome(world: Any, task: Trajectory, domain: str | None = None,
     """
     from pivot_envs.success import expert_facts
 
-    key = (json.dumps(world.config(), sort_keys=True, default=str),
+    key = (_world_identity(world),
            stable_hash(domain, None if world_keys is None else list(world_keys), task.to_dict()))
     with _EXPERT_LOCK:
         hit = _EXPERT_CACHE.get(key)
@@ -176,6 +177,12 @@ def expert_outcome(world: Any, task: Trajectory, domain: str | None = None,
     with _EXPERT_LOCK:
         _EXPERT_CACHE[key] = outcome
     return outcome
+
+
+def _world_identity(world: Any) -> str:
+    """The world's class and config: two worlds that only share a ``name`` (or a config) never share an outcome."""
+    cls = type(world)
+    return f"{cls.__module__}.{cls.__qualname__}:" + json.dumps(world.config(), sort_keys=True, default=str)
 
 
 GENERIC_WORLD_KEYS: tuple[str, ...] = ("probes",)
@@ -210,8 +217,10 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         domain: a registered domain (its world, action parser and success rules); ``None``: the
             domain of a ``bundled:`` source, else the domain named like the world, else none
             (generic: default parser, ``state`` + ``facts`` success).
-        world: the world spec (a world name, ``mcp:COMMAND``, a config dict, a World); ``None``: the
-            domain's world.
+        world: the world spec (a built-in or registered world's name, ``mcp:COMMAND``, a config dict,
+            a World subclass or a zero-argument factory; see :mod:`pivot_envs.worlds`); ``None``: the
+            domain's world. The env builds its own world from it (a World instance is refused:
+            ``TypeError``, it would be shared).
         user: the user simulator (``scripted``, ``none``, ``openai:MODEL@URL``, a config dict or a
             :class:`~pivot_envs.users.UserSimulator`).
         max_turns: the agent's assistant turns before the episode is truncated.
@@ -257,7 +266,8 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         world_spec = world if world is not None else (self.domain.world if self.domain is not None else None)
         if world_spec is None:
             what = f"domain {self.domain_name!r} has no world" if self.domain is not None else "no domain and no world given"
-            raise ValueError(f"episodes need a world: {what}; pass world= (a world name, mcp:COMMAND or a config dict)")
+            raise ValueError(f"episodes need a world: {what}; pass world= (a world name, mcp:COMMAND, "
+                             "a config dict, a World subclass or a factory)")
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ValueError(f"max_turns must be an integer >= 1, got {max_turns!r}")
         if not 0.0 <= float(min_fact_recall) <= 1.0:

@@ -197,7 +197,7 @@ class BrokenWorld(World):
 @pytest.mark.parametrize("fail_at", ["start", "call"])
 def test_a_world_failure_ends_the_episode_with_an_error_not_a_zero(fail_at):
     # (the answer rule needs no replay of the expert at reset, so a failing call shows at the first step)
-    env = EpisodeEnv(tasks="bundled:tool_use:test", world=BrokenWorld(fail_at),
+    env = EpisodeEnv(tasks="bundled:tool_use:test", world=lambda: BrokenWorld(fail_at),
                      success_rules=["answer"] if fail_at == "call" else None)
     _, info = env.reset(options={"index": 0})
     assert (info["error"] is not None) == (fail_at == "start")

@@ -71,6 +71,30 @@ def test_dedup_ignores_call_ids_and_argument_spelling():
     assert len(extract_pivots([a, b], "tool_use", ExtractOptions(dedup=False))[0]) == 4
 
 
+def test_dedup_keeps_tasks_that_open_alike_but_differ_in_tools_world_settings_or_start_fixture():
+    tool = {"type": "function", "function": {"name": "cancel", "parameters": {"type": "object", "properties": {}}}}
+    other_tool = {"type": "function", "function": {"name": "refund", "parameters": {"type": "object", "properties": {}}}}
+
+    def variant(tid, tools=(), seed=0, fixture=None):
+        traj = episode(tid=tid)
+        traj.tools, traj.fixture = list(tools), fixture
+        traj.meta["world_seed"] = seed
+        return traj
+
+    def kept(*trajs, domain="tool_use"):
+        return len(extract_pivots(list(trajs), domain)[0])
+
+    assert kept(variant("a", [tool]), variant("b", [tool])) == 2  # the same task twice: merged
+    assert kept(variant("a", [tool, other_tool]), variant("b", [other_tool, tool])) == 2  # tool order is free
+    assert kept(variant("a", [tool]), variant("b", [tool, other_tool])) == 4  # other tools
+    assert kept(variant("a", seed=0), variant("b", seed=1)) == 4  # other world settings (meta["world"])
+    pivots, _ = extract_pivots([variant("a", seed=0), variant("b", seed=1)], "tool_use")
+    assert {p.meta["world"]["config"]["world_seed"] for p in pivots} == {0, 1}
+    start = Fixture(files={"x": "1"})
+    assert kept(variant("a", fixture=start), variant("b", fixture=Fixture(files={"x": "2"})), domain="terminal") == 4
+    assert kept(variant("a", fixture=start), variant("b", fixture=start), domain="terminal") == 2
+
+
 def test_turn_cap():
     pivots, audit = extract_pivots([episode()], "tool_use", ExtractOptions(max_turns_per_trajectory=1))
     assert len(pivots) == 1 and audit.skipped["turn_cap"] == 1

@@ -4,7 +4,14 @@ Input row (JSONL)::
 
     {"id": ..., "expected": <assistant message or text>, "action": <assistant message or raw model text>,
      "tools": [OpenAI tool specs], "context": [messages], "fixture": {"files", "setup", "workdir"},
-     "domain": "tool_use", "verifier": NAME or config}        # all but expected/action optional
+     "domain": "tool_use", "meta": {...}, "verifier": NAME or config}   # all but expected/action optional
+
+``meta`` is the pivot's ``meta``, as pivot JSONL carries it: ``world_exec`` builds the task's world
+from ``meta["world"]["config"]`` (the task's world settings, e.g. ``world_seed``). A row's own
+``verifier`` replaces the default verifier (the command's ``--verifier``/``--config``/``--world``),
+except that a row naming the *same* verifier keeps the default's parameters: by name alone it gets
+them all, as a config it adds its own; a parameter the row sets to another value is an error row
+(never a silent replacement of the command's settings).
 
 Output row, one per input row and in input order::
 
@@ -63,10 +70,14 @@ def parse_row(obj: Any, line: int, path: str) -> Row:
             fixture = Fixture.from_dict(obj.get("fixture"))
         except ValueError as exc:
             raise ValueError(f"field 'fixture': {exc}") from None
+        meta = obj.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise ValueError("field 'meta': must be a JSON object (the pivot's meta, "
+                             "e.g. {\"world\": {\"config\": {...}}})")
     except ValueError as exc:
         return Row(line, rid, error=f"{path}:{line}: {exc}")
     pivot = Pivot(id=str(rid), domain=str(obj.get("domain") or ""), context=context, expert=expert,
-                  tools=tools, fixture=fixture)
+                  tools=tools, fixture=fixture, meta=meta)
     return Row(line, rid, pivot=pivot, action=action, verifier=obj.get("verifier"))
 
 
@@ -89,7 +100,8 @@ def read_rows(path: str | Path) -> Iterator[Row]:
 def verify_rows(rows: list[Row], default_verifier: Any) -> list[dict[str, Any]]:
     """Verify rows in order (one process). Rows sharing a verifier are verified with one ``verify_many``.
 
-    A row's verifier is its own ``verifier`` field, else ``default_verifier``, else its domain's
+    A row's verifier is its own ``verifier`` field (with ``default_verifier``'s parameters when it
+    names the same verifier: :func:`row_verifier_spec`), else ``default_verifier``, else its domain's
     default, else ``tool_call``.
     """
     resolver = VerifierResolver(fallback="tool_call")
@@ -100,8 +112,8 @@ def verify_rows(rows: list[Row], default_verifier: Any) -> list[dict[str, Any]]:
             out[i] = _error_row(row.id, row.error)
             continue
         try:
-            chosen[i] = resolver.get(row.verifier if row.verifier is not None else default_verifier,
-                                     row.pivot.domain if row.pivot is not None else "")
+            spec = row_verifier_spec(row.verifier, default_verifier)
+            chosen[i] = resolver.get(spec, row.pivot.domain if row.pivot is not None else "")
         except (ValueError, TypeError) as exc:
             out[i] = _error_row(row.id, f"line {row.line}: field 'verifier': {exc}")
     todo = list(chosen)
@@ -110,6 +122,47 @@ def verify_rows(rows: list[Row], default_verifier: Any) -> list[dict[str, Any]]:
     for i, res in zip(todo, results):
         out[i] = {"id": rows[i].id, **res.to_dict()}
     return [o for o in out if o is not None]
+
+
+def row_verifier_spec(own: Any, default: Any) -> Any:
+    """The verifier spec of a row whose own ``verifier`` field is ``own``, given the ``default`` spec.
+
+    ``own`` is ``None``: ``default``. ``own`` names another verifier than ``default``: ``own``.
+    ``own`` names the same verifier: ``default``'s parameters still apply (a bare name gets them
+    all; a config adds its own parameters to them), and a parameter set to another value in both
+    raises ``ValueError`` naming it, so a row never silently replaces the command's settings.
+    """
+    if own is None:
+        return default
+    base = _as_config(default)
+    if base is None or len(base) == 1 or _spec_name(own) != base.get("name"):
+        return own
+    if not isinstance(own, dict):
+        return base
+    clashes = [k for k in own if k != "name" and k in base and own[k] != base[k]]
+    if clashes:
+        key = clashes[0]
+        raise ValueError(f"{own!r} sets {key!r} to {own[key]!r}, but the command's {base['name']} verifier has "
+                         f"{key}: {base[key]!r}; drop {key!r} from the row (or from the command), "
+                         "or name another verifier")
+    return {**base, **own}
+
+
+def _as_config(spec: Any) -> dict[str, Any] | None:
+    """A verifier spec as a config dict (``None`` for no spec)."""
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        return {"name": spec}
+    if isinstance(spec, dict):
+        return dict(spec)
+    if isinstance(spec, Verifier):
+        return spec.config()
+    return None
+
+
+def _spec_name(spec: Any) -> Any:
+    return spec.get("name") if isinstance(spec, dict) else spec
 
 
 def _error_row(rid: Any, error: str) -> dict[str, Any]:

@@ -19,9 +19,13 @@ Outputs are normalised before comparison: JSON outputs as canonical JSON (key or
 other text with whitespace collapsed. A turn without tool calls on both sides is decided by
 ``text_verifier`` (default ``fuzzy``); calls on one side only fail.
 
-The world is ``world`` (a world spec: a built-in name, ``mcp:COMMAND``, a config dict) or, when
-``None``, the pivot's domain world. The expert's outcome is cached per pivot. A world that fails
-(``WorldError``: the sandbox or server is gone) is an error result, never a 0 or 1.
+The world is ``world`` (a world spec: a built-in or registered world's name, ``mcp:COMMAND``, a
+config dict, a World subclass or a zero-argument factory; a World instance is refused) or, when
+``None``, the pivot's domain world. The verifier builds its own world from the spec (never one that
+an episode or another verifier uses) and runs one sequence at a time on it; each verification starts
+it afresh at the pivot, with the task's world settings (``pivot.meta["world"]["config"]``). The
+expert's outcome is cached per pivot (its id, context, expert, tools and world settings). A world
+that fails (``WorldError``: the sandbox or server is gone) is an error result, never a 0 or 1.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from pivot_envs.types import Action, Pivot, VerifyResult
+from pivot_envs.types import Action, Pivot, VerifyResult, stable_hash
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.exec import LRUCache
 
@@ -45,7 +49,7 @@ class WorldExecVerifier(Verifier):
     """Equivalent when executing both sides in the pivot's world leaves the same state and outputs."""
 
     world: Any = None
-    """The world (name, ``mcp:COMMAND``, config dict); ``None``: the pivot's domain world."""
+    """The world (name, ``mcp:COMMAND``, config dict, World subclass or factory); ``None``: the pivot's domain world."""
     compare_outputs: bool = True
     """Also require the normalised tool outputs to agree as a multiset (else the digests alone decide)."""
     text_verifier: Any = "fuzzy"
@@ -89,7 +93,7 @@ class WorldExecVerifier(Verifier):
             return VerifyResult(0.0, False, self.name, f"only {side} made tool calls")
         try:
             with self._lock:  # one world object per spec: sequences run one at a time
-                expert, _ = self._experts.get_or_compute(pivot.id, lambda: self._run(pivot, expert_calls))
+                expert, _ = self._experts.get_or_compute(_expert_key(pivot), lambda: self._run(pivot, expert_calls))
                 cand = self._run(pivot, cand_calls)
         except (WorldError, ValueError) as exc:
             return VerifyResult.failure(self.name, f"pivot {pivot.id}: world: {exc}")
@@ -137,6 +141,13 @@ class WorldExecVerifier(Verifier):
                 return VerifyResult(0.0, False, self.name,
                                     f"tool outputs differ: {_short(extra[0])} where the expert got {_short(missing[0])}")
         return VerifyResult(1.0, True, self.name, "same state and tool outputs" if self.compare_outputs else "same state")
+
+
+def _expert_key(pivot: Pivot) -> str:
+    """What the expert's outcome depends on: rows that reuse an id with another task never share it."""
+    fixture = pivot.fixture.to_dict() if pivot.fixture is not None else None
+    return stable_hash(pivot.id, pivot.domain, pivot.context, pivot.expert, pivot.tools,
+                       pivot.meta.get("world"), fixture)
 
 
 def _multiset_difference(a: Sequence[str], b: Sequence[str]) -> list[str]:

@@ -24,7 +24,7 @@ def extract_command(
                                                      "atif (one ATIF document per pivot and line: the context, then the expert's step)."),
     skip_tool_errors: bool = typer.Option(True, "--skip-tool-errors/--keep-tool-errors", help="Drop turns whose tool call got an error result."),
     chat_only: Optional[bool] = typer.Option(None, "--skip-chat-only/--keep-chat-only", help="Drop turns without tool calls (default: per domain)."),
-    dedup: bool = typer.Option(True, "--dedup/--no-dedup", help="Drop repeated (context, normalised action) pairs."),
+    dedup: bool = typer.Option(True, "--dedup/--no-dedup", help="Drop repeated (context, normalised action) pairs of tasks with the same tools, world settings and start fixture."),
     max_turns: Optional[int] = typer.Option(None, help="Keep at most N turns per trajectory."),
     agent_ref: Optional[str] = typer.Option(None, help="nemo_gym output: the agent_ref each row routes to in NeMo Gym."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed rows (counted by reason) instead of stopping."),

@@ -38,7 +38,7 @@ def play_command(
     agent: str = typer.Option(..., "--agent", "-a", help="Agent: hf:MODEL_DIR, openai:MODEL@URL, vllm:MODEL, replay, replay:FILE, noisy_expert:P, constant:TEXT or a JSON config."),
     output: Path = typer.Option(..., "-o", "--output", help="Episode rows (JSONL) to write; an existing file is resumed (its episodes are skipped)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help="Tasks: a trajectory file or bundled:DOMAIN:SPLIT (default: the env domain's bundled test split)."),
-    world: Optional[str] = typer.Option(None, "--world", "-w", help="World: a world name (tool_use, terminal, swe, search), mcp:COMMAND [ARGS], or a JSON config (default: the domain's)."),
+    world: Optional[str] = typer.Option(None, "--world", "-w", help="World: a built-in or registered world's name (see `pivot-envs list`), mcp:COMMAND [ARGS], or a JSON config (default: the domain's)."),
     user: str = typer.Option("scripted", "--user", "-u", help="User simulator: scripted (recorded user turns), none, or openai:MODEL@URL (an LLM user)."),
     from_pivots: bool = typer.Option(False, "--from-pivots", help="Start one episode at every pivot of the tasks instead of at each task's first turn."),
     max_turns: int = typer.Option(30, "--max-turns", help="Assistant turns before an episode is truncated (>= 1)."),

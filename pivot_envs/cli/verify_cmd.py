@@ -23,7 +23,7 @@ from pivot_envs.cli.common import console, fail, progress, user_errors
 
 
 def verify_command(
-    input: Optional[Path] = typer.Option(None, "--input", "-i", help="JSONL of {id, expected, action, tools?, context?, fixture?, verifier?}."),
+    input: Optional[Path] = typer.Option(None, "--input", "-i", help="JSONL of {id, expected, action, tools?, context?, fixture?, domain?, meta?, verifier?}; a row naming the command's verifier keeps its parameters (a clash is an error row)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSONL of {id, reward, passed, verifier, reason, error}, in input order."),
     verifier: Optional[str] = typer.Option(None, "--verifier", "-v", help="Verifier name (see `pivot-envs list`)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Verifier config file (YAML, TOML or JSON: {name: ..., params...}); checked before any row is read."),
@@ -31,7 +31,7 @@ def verify_command(
     expected: Optional[str] = typer.Option(None, "--expected", help="One-off: the expert action (text or assistant-message JSON)."),
     action: Optional[str] = typer.Option(None, "--action", help="One-off: the candidate action (text or assistant-message JSON)."),
     tools: Optional[Path] = typer.Option(None, "--tools", help="One-off: a JSON file with the OpenAI tool specs."),
-    world: Optional[str] = typer.Option(None, "--world", help="With --verifier world_exec: the world that executes the calls (a built-in domain name, or mcp:COMMAND [ARGS]); rows' context tool calls are replayed first."),
+    world: Optional[str] = typer.Option(None, "--world", help="With --verifier world_exec: the world that executes the calls (a built-in or registered world's name, see `pivot-envs list`, or mcp:COMMAND [ARGS]); each row's world settings (meta.world.config) and context tool calls are replayed first."),
     report: bool = typer.Option(False, "--report", help="Print strict vs functional pass rates and the miss rate P[strict=0 | functional=1]."),
 ) -> None:
     """Verify actions against expected actions, standalone (batch JSONL or one-off)."""
