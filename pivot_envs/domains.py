@@ -23,11 +23,13 @@ import gymnasium
 
 from pivot_envs.actions import parse_action
 from pivot_envs.types import Action, Message, Pivot
+from pivot_envs.worlds.registry import refuse_world_instance
 
 ENTRY_POINT_GROUP = "pivot_envs.domains"
 
 _DOMAINS: dict[str, "Domain"] = {}
 _PLUGINS_LOADED: list[bool] = []  # a one-slot flag: entry points are read once per process
+_PLUGIN_ERRORS: list[str] = []
 
 
 @dataclass
@@ -53,8 +55,12 @@ class Domain:
         load_pivots: ``split -> list[Pivot]`` for the bundled data, or ``None`` when the
             domain ships no data (then ``pivots=`` is required).
         parse_action: turns raw model text (or a message dict) into an :class:`Action`.
-        world: the world behind the domain's tools (a built-in world's name, ``mcp:COMMAND``, or a
-            config dict; see :mod:`pivot_envs.worlds`); ``None``: the domain has no world (pivots only).
+        world: the world behind the domain's tools, as a spec that builds a fresh world for every
+            episode env and verifier: a built-in or registered world's name
+            (:func:`pivot_envs.worlds.register_world`), ``mcp:COMMAND``, a config dict, a
+            :class:`~pivot_envs.worlds.World` subclass or a zero-argument factory (see
+            :mod:`pivot_envs.worlds`); a World *instance* is refused (``TypeError``: it would be
+            shared by every episode); ``None``: the domain has no world (pivots only).
         world_keys: the trajectory ``meta`` keys that configure the world of a task (e.g.
             ``world_seed``); extraction copies them into each pivot's ``meta["world"]["config"]``.
         episode_env_id: gymnasium id of the domain's whole-task env
@@ -76,6 +82,7 @@ class Domain:
     episode_env_id: str | None = None
 
     def __post_init__(self) -> None:
+        refuse_world_instance(self.world, f"Domain {self.name!r}: world")
         if self.episode_env_id is None:
             base = self.env_id[: -len("-v0")] if self.env_id.endswith("-v0") else self.env_id
             self.episode_env_id = f"{base}-Episode-v0"
@@ -90,6 +97,7 @@ def register_domain(domain: Domain, *, replace: bool = False) -> Domain:
     """Register ``domain`` and its gymnasium env id. Raises if the name is taken (unless ``replace``)."""
     if not isinstance(domain, Domain):
         raise TypeError(f"register_domain expects a pivot_envs.domains.Domain, got {type(domain).__name__}")
+    refuse_world_instance(domain.world, f"domain {domain.name!r}: world")
     if domain.fixture_mode not in ("static", "replay"):
         raise ValueError(f"domain {domain.name!r}: fixture_mode must be 'static' or 'replay'")
     if domain.name in _DOMAINS and not replace:
@@ -143,4 +151,12 @@ def load_plugins() -> None:
             if domain.name not in _DOMAINS:
                 register_domain(domain)
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the library
-            warnings.warn(f"pivot_envs: could not load domain plugin {ep.name!r} ({ep.value}): {exc}", stacklevel=2)
+            message = f"pivot_envs: could not load domain plugin {ep.name!r} ({ep.value}): {exc}"
+            _PLUGIN_ERRORS.append(message)
+            warnings.warn(message, stacklevel=2)
+
+
+def plugin_errors() -> list[str]:
+    """The messages of domain plugins that could not be loaded (``pivot-envs list`` shows them)."""
+    load_plugins()
+    return list(_PLUGIN_ERRORS)
