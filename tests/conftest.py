@@ -2,12 +2,46 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+MAX_SLOW_FACTOR = 10.0
+"""The most :func:`slow_factor` stretches a budget (a hang still fails in bounded time)."""
+
+
+def slow_factor() -> float:
+    """How many times longer than on an idle machine wall-clock work may take here, now (>= 1).
+
+    The larger of ``PIVOT_TEST_SLOW_FACTOR`` (set it for a machine known to be slow or shared) and
+    the 1-minute load average per CPU this process may use (load 8 on 2 cores: 4), at most
+    :data:`MAX_SLOW_FACTOR`. Scale with it what *must happen* in time (a budget for a command that
+    should succeed, the slack of a "returns soon after its deadline" bound), never the limit whose
+    firing a test checks: a hang must still time out, and a bound must stay far below the
+    alternative it rules out (a 30 s sleep, a wait for stragglers).
+    """
+    try:
+        wanted = float(os.environ.get("PIVOT_TEST_SLOW_FACTOR") or 1.0)
+    except ValueError:
+        wanted = 1.0
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0] / max(1, cpus)
+    except OSError:
+        load = 1.0
+    return min(MAX_SLOW_FACTOR, max(1.0, wanted, load))
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` stretched by :func:`slow_factor` (rounded to 0.1 s, so messages that quote it stay short)."""
+    return round(seconds * slow_factor(), 1)
 
 
 def shared_file(rel: str) -> Path:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 import socket
 import struct
 import tarfile
 import threading
 import time
+import types
 
 import pytest
 
@@ -21,7 +23,7 @@ from pivot_envs.verifiers import exec as exec_module
 from pivot_envs.verifiers.exec import ExecVerifier, LRUCache, normalize_output
 from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
 
-from conftest import shared_file
+from conftest import scaled, shared_file
 
 FILES = {
     "f": "x1\ny\nx2\nz\nx3\n",
@@ -169,22 +171,32 @@ def test_timeouts_and_kills_are_failures_but_expert_problems_are_errors(bwrap_ok
     assert verifier.stats()["expert_runs"] == 4 and verifier.stats()["retries"] == 1  # only the timeout is retried
 
 
-def test_expert_retry_budget_carries_to_candidates(bwrap_ok) -> None:
+def test_expert_retry_budget_carries_to_candidates(bwrap_ok, monkeypatch) -> None:
+    # Budgets are measured by the sandbox's own clock, so the first run of a 2 s expert times out
+    # against 1 s whatever the load; a retry factor of 10 leaves the commands that must complete
+    # (the 2 s expert, the 1.5 s candidate) 8 s of slack for their shell's start on a busy machine.
+    # Without the carried budget the candidate would get 1 s and time out just as surely.
+    monkeypatch.setattr(exec_module, "RETRY_FACTOR", 10.0)
     verifier = ExecVerifier(backend="bwrap", timeout_s=1)
-    pivot = make_pivot("sleep 1.5; echo done")  # past 1 s, so it completes on the retry (3 s)
-    result = verifier(bash("sleep 1.2 && echo done"), pivot)
+    pivot = make_pivot("sleep 2; echo done")  # past 1 s, so it completes on the retry (10 s)
+    result = verifier(bash("sleep 1.5 && echo done"), pivot)
     assert result.passed, (result.reason, result.error)
     assert verifier.stats()["expert_runs"] == 2 and verifier.stats()["retries"] == 1
+    short = verifier(bash("sleep 1.5 && echo done"), make_pivot("echo done", pid="quick"))
+    assert not short.passed and short.reason == "timed out after 1 s"  # an expert within 1 s passes its 1 s on
 
 
 def test_failures_are_remembered_for_a_while(bwrap_ok, monkeypatch) -> None:
+    clock = [1000.0]  # the caches' clock, moved by hand: no wall-clock race between the calls
+    monkeypatch.setattr(exec_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
     monkeypatch.setattr(exec_module, "FAILURE_TTL_S", 0.5)
     verifier = ExecVerifier(backend="bwrap", max_output_bytes=10_000)
     pivot = make_pivot("seq 1 100000")
     first = verifier(bash("echo ok"), pivot)
+    clock[0] += 0.4
     assert first.error and verifier(bash("echo ok"), pivot).error == first.error
     assert verifier.stats()["expert_runs"] == 1  # the rest of a group gets the error without a run
-    time.sleep(0.6)
+    clock[0] += 0.2
     assert verifier(bash("echo ok"), pivot).error == first.error
     assert verifier.stats()["expert_runs"] == 2  # then it is tried afresh
 
@@ -410,7 +422,7 @@ def test_docker_attach_stream_is_demultiplexed() -> None:
 
     sender = threading.Thread(target=send)
     sender.start()
-    request = SandboxRequest(script="", seed=Seed("/testbed", {}), timeout_s=5)
+    request = SandboxRequest(script="", seed=Seed("/testbed", {}), timeout_s=30)  # what must arrive: generous
     collector, result = StreamCollector(nonce, SandboxLimits()), SandboxResult()
     DockerBackend()._pump(ours, request, collector, result, time.monotonic())
     sender.join()
@@ -425,9 +437,93 @@ def test_docker_attach_stream_is_demultiplexed() -> None:
     collector, result = StreamCollector(nonce, SandboxLimits()), SandboxResult()
     t0 = time.monotonic()
     DockerBackend()._pump(ours, SandboxRequest(script="", seed=Seed("/testbed", {}), timeout_s=0.3), collector, result, t0)
-    assert result.timed_out and time.monotonic() - t0 < 1.5
+    assert result.timed_out and time.monotonic() - t0 < 0.3 + scaled(1.2)  # soon after the deadline
     ours.close()
     theirs.close()
+
+
+def _protocol(nonce: str, start: str, end: str) -> tuple[bytes, bytes]:
+    """What a sandbox writes on stderr and stdout: the markers with the given clock readings, a
+    line of output on each stream and the final tar."""
+    return (f"{nonce}:start{start}\nwarn\n".encode(),
+            b"out\n" + f"\n{nonce} 0{end}\n".encode() + _final_tar({"a.txt": b"A"}))
+
+
+def test_the_sandbox_clock_decides_whether_a_command_kept_to_its_budget() -> None:
+    """The wrapper's clock readings (start and end of the command), not when the host happened to
+    read the markers, decide a timeout; without readings (an older wrapper) nothing changes."""
+    from pivot_envs.verifiers.sandbox.base import SandboxLimits, SandboxResult, StreamCollector
+
+    nonce = "pivotdeadbeef"
+
+    def collect(start: str, end: str, timeout_s: float | None, split: bool = False) -> SandboxResult:
+        err, out = _protocol(nonce, start, end)
+        collector, result = StreamCollector(nonce, SandboxLimits()), SandboxResult()
+        for piece in ([err[i:i + 1] for i in range(len(err))] if split else [err]):  # a marker cut anywhere
+            collector.feed_stderr(piece)
+        collector.feed_stdout(out)
+        collector.finish(result, "/testbed", keep_contents=False, timeout_s=timeout_s)
+        return result
+
+    ok = collect(" 100.25", " 101.00", 1.0, split=True)
+    assert ok.completed and ok.command_s == 0.75 and (ok.stdout, ok.stderr) == (b"out\n", b"warn\n")
+    assert list(ok.files) == ["a.txt"]
+    late = collect(" 100.25", " 101.50", 1.0)  # the host saw it end, yet it used 1.25 s of its 1 s
+    assert late.timed_out and not late.completed and late.exit_code is None and late.files == {}
+    assert late.command_s == 1.25
+    assert collect(" 100.25", " 101.50", None).completed  # no budget given: nothing to judge
+    for start, end in (("", ""), (" ", " 101.5"), (" x", " 101.5"), (" 102", " 101.5"), (" 100", "")):
+        unknown = collect(start, end, 0.5)  # an older wrapper, an unreadable or garbled clock
+        assert unknown.completed and unknown.command_s is None, (start, end)
+
+
+def test_a_late_host_reads_what_the_sandbox_wrote_before_the_deadline(tmp_path) -> None:
+    """Both backends' readers, started long after their deadline (as a host process that was not
+    scheduled for a while): a run whose whole output is already there completed, it did not time out."""
+    import subprocess
+
+    from pivot_envs.verifiers.sandbox.base import SandboxLimits, SandboxRequest, SandboxResult, Seed, StreamCollector
+    from pivot_envs.verifiers.sandbox.bwrap import BwrapBackend
+    from pivot_envs.verifiers.sandbox.docker_backend import DockerBackend
+
+    nonce = "pivotdeadbeef"
+    err, out = _protocol(nonce, " 5.00", " 5.50")
+    request = SandboxRequest(script="", seed=Seed("/testbed", {}), timeout_s=1, start_timeout_s=1)
+    long_ago = time.monotonic() - 100
+
+    (tmp_path / "err").write_bytes(err)
+    (tmp_path / "out").write_bytes(out)
+    proc = subprocess.Popen(["sh", "-c", "cat err >&2; cat out"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.wait()  # everything is written (well under a pipe's capacity) before the reader looks
+    info_r, info_w = os.pipe()
+    os.close(info_w)
+    collector, result = StreamCollector(nonce, SandboxLimits()), SandboxResult()
+    try:
+        BwrapBackend()._pump(proc, info_r, request, collector, result, long_ago)
+    finally:
+        os.close(info_r)
+    collector.finish(result, "/testbed", keep_contents=False, timeout_s=request.timeout_s)
+    assert result.completed and result.command_s == 0.5, (result.error, result.killed, result.timed_out)
+
+    ours, theirs = socket.socketpair()
+    theirs.sendall(_docker_frame(2, err) + _docker_frame(1, out))
+    theirs.close()
+    collector, result = StreamCollector(nonce, SandboxLimits()), SandboxResult()
+    DockerBackend()._pump(ours, request, collector, result, long_ago)
+    ours.close()
+    collector.finish(result, "/testbed", keep_contents=False, timeout_s=request.timeout_s)
+    assert result.completed and result.command_s == 0.5, (result.error, result.killed, result.timed_out)
+
+
+def test_bwrap_times_the_command_by_the_sandbox_clock(bwrap_ok) -> None:
+    from pivot_envs.verifiers.sandbox import SandboxRequest, Seed
+
+    backend = get_backend("bwrap")
+    done = backend.run(SandboxRequest(script="sleep 0.3", seed=Seed("/testbed", {}), timeout_s=scaled(10)))
+    assert done.completed and done.command_s is not None and done.command_s >= 0.29  # a clock of 1/100 s
+    over = backend.run(SandboxRequest(script="sleep 1.3", seed=Seed("/testbed", {}), timeout_s=1))
+    assert over.timed_out and over.exit_code is None and over.files == {}
 
 
 def test_docker_backend_end_to_end() -> None:

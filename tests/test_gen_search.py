@@ -165,10 +165,10 @@ def test_mix_of_tasks_failures_errors_refinements(trajectories):
 
 
 def test_size_and_speed():
-    start = time.perf_counter()
+    start = time.process_time()  # CPU seconds: a loaded machine stretches wall time, not the work done
     trajs = search.generate(300, seed=1)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 20
+    cpu = time.process_time() - start
+    assert cpu < 20, f"generate(300) used {cpu:.1f} s of CPU"
     blob = gzip.compress((_dump(trajs) + "\n").encode("utf-8"))
     corpus = gzip.compress("".join(json.dumps(d) + "\n" for d in build_corpus(0)).encode("utf-8"))
     assert len(blob) + len(corpus) < 500_000

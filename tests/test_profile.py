@@ -34,6 +34,8 @@ from pivot_envs.types import Message, Pivot, Profile, VerifyResult
 from pivot_envs.verifiers import Verifier
 from pivot_envs.verifiers.base import register_verifier
 
+from conftest import scaled
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -195,10 +197,14 @@ SLOW_CLI = textwrap.dedent(
         def __init__(self, p=0.5, delay=0.0):
             super().__init__(p)
             self.delay = delay
+            self.calls = 0
 
         def sample(self, pivots, n, *, seed=None):
             with open(os.environ["SAMPLED_LOG"], "a") as f:
                 f.write("".join(p.id + "\\n" for p in pivots))
+            self.calls += 1
+            if self.calls > int(os.environ.get("STALL_AFTER") or 1_000_000):
+                time.sleep(600)  # held here until the test kills the run: no race with a finishing run
             time.sleep(self.delay)
             return super().sample(pivots, n, seed=seed)
 
@@ -212,8 +218,11 @@ SLOW_CLI = textwrap.dedent(
 )
 
 
-def _cli(script: Path, args: list[str], log: Path) -> subprocess.Popen:
+def _cli(script: Path, args: list[str], log: Path, stall_after: int | None = None) -> subprocess.Popen:
+    """The profile CLI with the slow agent; with ``stall_after``, its sampling hangs after that many batches."""
     env = {**os.environ, "SAMPLED_LOG": str(log)}
+    if stall_after is not None:
+        env["STALL_AFTER"] = str(stall_after)
     return subprocess.Popen([sys.executable, str(script), *args], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -229,8 +238,8 @@ def test_killed_profile_run_resumes_to_the_uninterrupted_result(tmp_path):
     slow = '{"kind": "slow_noisy", "p": 0.5, "delay": 0.25}'
     args = ["profile", "--pivots", str(cand), "-k", "4", "--batch-pivots", "3", "--seed", "7"]
 
-    proc = _cli(script, [*args, "--agent", slow, "-o", str(out)], tmp_path / "first.log")
-    deadline = time.monotonic() + 60
+    proc = _cli(script, [*args, "--agent", slow, "-o", str(out)], tmp_path / "first.log", stall_after=2)
+    deadline = time.monotonic() + scaled(60)
     while time.monotonic() < deadline and proc.poll() is None:
         if ckpt.exists() and len(ckpt.read_text().splitlines()) >= 3:  # header + 2 finished batches
             break

@@ -18,6 +18,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from servers import control, free_port, start_fake_openai, start_transformers_serve, stats, transformers_serve_missing  # noqa: E402
+from conftest import scaled  # noqa: E402
 
 from pivot_envs.actions import message_text  # noqa: E402
 from pivot_envs.serve.rollouts import RolloutService, build_router  # noqa: E402
@@ -233,9 +234,10 @@ def test_slow_verifier_does_not_hold_up_sampling_without_fastapi(fake, pivots, t
     import pivot_envs.verifiers.batch as batch
 
     real = batch.verify_batch
+    release = threading.Event()  # scoring is held until every sample was drawn: no race against a clock
 
     def slow(*args, **kw):
-        time.sleep(0.3)
+        release.wait(scaled(60))
         return real(*args, **kw)
 
     monkeypatch.setattr(batch, "verify_batch", slow)
@@ -246,12 +248,16 @@ def test_slow_verifier_does_not_hold_up_sampling_without_fastapi(fake, pivots, t
         try:
             job = await service.submit({"pivot_ids": [p.id for p in pivots[:2]], "domain": "tool_use", "split": "test",
                                         "n": 4, "model": "m"})
+            deadline = time.monotonic() + scaled(30)
             while stats(fake)["requests"] < 8:
+                assert time.monotonic() < deadline, "sampling waited for the (held) verifier"
                 await asyncio.sleep(0.01)
-            assert service.get(job)["done"] < 8  # every sample drawn, scoring still under way
-            view = await service.wait(job, 30)
+            assert service.get(job)["done"] == 0  # every sample drawn, none scored yet
+            release.set()
+            view = await service.wait(job, scaled(30))
             assert view["status"] == "done" and view["done"] == 8
         finally:
+            release.set()
             await service.aclose()
 
     asyncio.run(scenario())

@@ -207,10 +207,13 @@ def test_gym_errors(url):
 
 
 def test_sessions_expire_after_idle_ttl():
-    store = SessionStore({"pivot/ToolUse-v0": "pivot"}, ttl_s=0.05)
+    # a ttl far beyond any stall while the session must live, a short one once it must die: both
+    # checks hold however long this process waits between two lines on a loaded machine
+    store = SessionStore({"pivot/ToolUse-v0": "pivot"}, ttl_s=3600)
     sid = store.reset("pivot/ToolUse-v0", None, 0, None, None)["session_id"]
-    assert store.get(sid).env_id == "pivot/ToolUse-v0"
-    time.sleep(0.1)
+    assert store.get(sid).env_id == "pivot/ToolUse-v0" and store.sweep() == 0 and len(store) == 1
+    store.ttl_s = 0.05
+    time.sleep(0.1)  # idle for longer than the ttl now
     assert store.sweep() == 1 and len(store) == 0 and store.expired == 1
 
 

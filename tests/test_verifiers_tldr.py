@@ -26,6 +26,8 @@ from pivot_envs.verifiers.defaults import EXACT_NORMALIZED
 from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
 from pivot_envs.verifiers.tool_name import command_word
 
+from conftest import scaled
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tldr" / "commands.jsonl"
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a shell command", "parameters": {
     "type": "object",
@@ -173,7 +175,9 @@ def test_plain_text_commands_verify_like_bash_calls(rows: list[dict[str, Any]]) 
     runnable = [fill(r["command"]) for r in rows if shutil.which(command_word(r["command"]) or "-")]
     commands = rng.sample(sorted(set(runnable)), EXEC_SAMPLE)
     pairs = [(c, c) for c in commands] + [(c, rng.choice([o for o in commands if o != c])) for c in commands]
-    verifier = build_verifier({"name": "exec", "timeout_s": 2, "cpu_time_s": 2, "workers": 2})
+    # the wall clock stretched on a loaded machine (some of these programs start slowly: gcloud, npm), so
+    # that no command lands near its budget and flips between the two runs; CPU time is not stretched
+    verifier = build_verifier({"name": "exec", "timeout_s": scaled(2), "cpu_time_s": 2, "workers": 2})
     as_call = [verifier.command(bash_call(json.dumps({"command": c}))) for c in commands]
     assert [verifier.command(parse_action(c).message) for c in commands] == as_call
     plain = verifier.verify_many(

@@ -38,9 +38,11 @@ when the command's shell exits; files are compared after that.
 Budgets. ``cpu_time_s`` (CPU seconds per process, RLIMIT_CPU) is what stops
 a runaway command; the wall-clock ``timeout_s`` only stops a hang (``sleep``,
 a blocked read) and is kept generous, since a loaded machine stretches wall
-time but not CPU time. An expert or setup run that times out is run once more
-with ``RETRY_FACTOR`` times the budget; candidates then get the budget the
-expert needed.
+time but not CPU time. A command's duration is taken from the sandbox's own
+clock (:mod:`~pivot_envs.verifiers.sandbox.base`), so a verifier process that is
+scheduled late neither cuts a command short nor lets it overrun its budget. An
+expert or setup run that times out is run once more with ``RETRY_FACTOR`` times
+the budget; candidates then get the budget the expert needed.
 
 Caching. The post-setup seeds (per ``fixture.key()``) and the expert's
 effects (per pivot id, ``fixture.key()``, expert command) are cached in

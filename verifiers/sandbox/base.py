@@ -12,12 +12,21 @@ start and kill the sandbox; what goes in and what comes out is shared here:
   directory, and :data:`WRAPPER` unpacks the stream there (no host copy: the
   host never holds a writable tree the sandbox could reach).
 * **out**: the command's stdout is the sandbox's stdout and its stderr the
-  sandbox's stderr. The wrapper writes ``<nonce>:start`` on stderr right before
-  the command; after it ``kill -KILL -1`` ends every process the command left
-  behind, then the wrapper writes ``\\n<nonce> <exit code>\\n`` on stdout
-  followed by a tar of ``.pivot/out`` and the work directory.
+  sandbox's stderr. The wrapper writes ``<nonce>:start <clock>`` on stderr right
+  before the command; after it ``kill -KILL -1`` ends every process the command
+  left behind, then the wrapper writes ``\\n<nonce> <exit code> <clock>\\n`` on
+  stdout followed by a tar of ``.pivot/out`` and the work directory.
   :class:`StreamCollector` splits the streams back apart, enforcing byte caps
   while reading, so a command that prints gigabytes is killed, never buffered.
+* **time**: ``<clock>`` is the sandbox kernel's ``/proc/uptime`` (1/100 s), read
+  just before the command starts and just after it exits (empty where it
+  cannot be read). Their difference is the command's own duration, which
+  decides whether it kept to ``timeout_s``: a host process that is scheduled
+  late (a loaded machine) notices the markers late, which must not shorten or
+  lengthen the command's budget. The host's own deadline only ends a hang
+  (it starts when the host sees the start marker, so it never ends a command
+  before its budget is used up); at that deadline the host reads once more
+  what the sandbox has already written before it calls the run timed out.
 
 The nonce is read from a file the wrapper empties before the command starts,
 so a command cannot forge the markers by accident; a hostile command that
@@ -77,12 +86,14 @@ read -r N < "$P/in/nonce" && : > "$P/in/nonce" || exit 92
 umask 022
 cd "$1" || exit 93
 command -v "$2" >/dev/null || { echo "pivot-sandbox: the shell '$2' is not installed in the sandbox" >&2; exit 95; }
-printf '%s:start\n' "$N" >&2
+T0=; { read -r T0 _ < /proc/uptime; } 2>/dev/null
+printf '%s:start %s\n' "$N" "$T0" >&2
 "$2" "$P/in/cmd" </dev/null
 rc=$?
+T1=; { read -r T1 _ < /proc/uptime; } 2>/dev/null
 kill -KILL -1 2>/dev/null
 kill -KILL -1 2>/dev/null
-printf '\n%s %s\n' "$N" "$rc"
+printf '\n%s %s %s\n' "$N" "$rc" "$T1"
 cd / || exit 94
 chmod -R u+rX "$1" 2>/dev/null
 exec tar -cf - "${P#/}/out" "${1#/}"
@@ -346,10 +357,14 @@ class SandboxResult:
         files: the work-directory state after the command (contents only with ``keep_contents``).
         control: files the script left in ``/.pivot/out`` (a setup's ``cwd`` and ``env``).
         started: the command started (the sandbox came up and the seed was unpacked).
-        timed_out: the command ran past ``timeout_s`` and the sandbox was killed.
+        timed_out: the command ran past ``timeout_s``: the sandbox was killed at the deadline, or the
+            command ended but its own duration (``command_s``) exceeded the budget; either way its
+            effects are not reported.
         killed: why the run was cut short for another reason (output cap, protocol broken by the command).
         error: an infrastructure failure (the sandbox could not start, the state could not be read).
-        duration_s: wall time of the whole run.
+        duration_s: wall time of the whole run (as the host saw it).
+        command_s: the command's own duration, measured by the sandbox's clock from just before it
+            started to just after it exited; None when the command did not end or the clock was unreadable.
     """
 
     exit_code: int | None = None
@@ -362,6 +377,7 @@ class SandboxResult:
     killed: str | None = None
     error: str | None = None
     duration_s: float = 0.0
+    command_s: float | None = None
 
     @property
     def completed(self) -> bool:
@@ -412,7 +428,7 @@ class StreamCollector:
     """
 
     def __init__(self, nonce: str, limits: SandboxLimits) -> None:
-        self._start = f"{nonce}:start\n".encode()
+        self._start = f"{nonce}:start".encode()  # then " <clock>" (possibly empty) and a newline
         self._end = f"\n{nonce} ".encode()
         self.cap = limits.max_output_bytes
         self.snapshot_cap = limits.snapshot_cap
@@ -423,17 +439,20 @@ class StreamCollector:
         self.started = False
         self.ended = False
         self.over: str | None = None
+        self.start_clock: float | None = None  # the sandbox's clock when the command started
 
     def feed_stderr(self, chunk: bytes) -> None:
         if not self.started:
             self.pre += chunk
             i = self.pre.find(self._start)
-            if i < 0:
-                if len(self.pre) > 65536 + len(self._start):
+            j = self.pre.find(b"\n", i + len(self._start)) if i >= 0 else -1
+            if j < 0:
+                if len(self.pre) > 65536 + len(self._start) + 64:
                     self.over = "the sandbox wrote more than 64 KiB before the command started"
                 return
             self.started = True
-            rest = self.pre[i + len(self._start):]
+            self.start_clock = _clock(self.pre[i + len(self._start):j])
+            rest = self.pre[j + 1:]
             del self.pre[i:]
             chunk = bytes(rest)
         self.stderr += chunk
@@ -458,8 +477,12 @@ class StreamCollector:
             del self.stdout[self.cap:]
             self.over = f"stdout exceeded {self.cap} bytes"
 
-    def finish(self, result: SandboxResult, workdir: str, keep_contents: bool) -> None:
-        """Fill ``result`` from what was collected (after the sandbox has exited)."""
+    def finish(self, result: SandboxResult, workdir: str, keep_contents: bool, timeout_s: float | None = None) -> None:
+        """Fill ``result`` from what was collected (after the sandbox has exited).
+
+        With ``timeout_s``, a command whose own duration (the sandbox's clock) exceeds it is timed
+        out even though the host saw it end (the host was late in looking, not the command early).
+        """
         result.started = self.started
         result.stdout = bytes(self.stdout)
         result.stderr = bytes(self.stderr)
@@ -477,18 +500,35 @@ class StreamCollector:
                 result.error = f"the sandbox failed to start: {message or 'no message'}"
             return
         nl = self.tail.find(b"\n")
+        fields = self.tail[:nl].split() if nl > 0 else []
         try:
-            result.exit_code = int(self.tail[:nl]) if nl > 0 else None
+            result.exit_code = int(fields[0]) if fields else None
         except ValueError:
             result.exit_code = None
         if result.exit_code is None:
             result.killed = "the command's exit code could not be read (the command broke the sandbox)"
             return
+        end_clock = _clock(fields[1]) if len(fields) > 1 else None
+        if self.start_clock is not None and end_clock is not None and end_clock >= self.start_clock:
+            result.command_s = round(end_clock - self.start_clock, 2)
+            if timeout_s is not None and result.command_s > timeout_s:
+                result.exit_code = None
+                result.timed_out = True
+                return
         try:
             result.files, result.control = parse_snapshot(bytes(self.tail[nl + 1:]), workdir, keep_contents)
         except (tarfile.TarError, ValueError, EOFError) as exc:
             result.exit_code = None
             result.killed = f"the final state could not be read ({exc}; the command broke the sandbox)"
+
+
+def _clock(text: bytes | bytearray) -> float | None:
+    """A ``/proc/uptime`` reading written by the wrapper (seconds), or None when absent or garbled."""
+    try:
+        value = float(bytes(text).strip() or b"nan")
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def parse_snapshot(data: bytes, workdir: str, keep_contents: bool) -> tuple[State, dict[str, bytes]]:

@@ -21,7 +21,9 @@ Isolation of one run:
   dedicated unprivileged uid (one per concurrent run of this process) so that
   RLIMIT_NPROC, which root ignores, applies and runs cannot starve each other;
 * a wall clock: past the deadline the sandbox's pid-1 is SIGKILLed, which
-  takes every process of the run with it, then bwrap itself.
+  takes every process of the run with it, then bwrap itself (whether a
+  command that ended kept to its budget is decided by the sandbox's own
+  clock, see :mod:`.base`).
 
 Limits without cgroups: memory is RLIMIT_AS *per process*, so one run may
 use up to ``max_processes x memory_mb`` of RAM plus its tmpfs (workdir,
@@ -75,6 +77,10 @@ so two backends, in one process or two, practically never share a uid), one uid 
 
 UID_POOL_SIZE = 64
 """Concurrent runs per backend object (more wait for a free uid)."""
+
+
+LATE_LOOKS = 16
+"""Reads of each stream (64 KiB each) at most, past a deadline, for what the sandbox wrote before it."""
 
 
 def find_bwrap() -> str | None:
@@ -292,7 +298,7 @@ class BwrapBackend(SandboxBackend):
             self._pump(proc, info_r, request, collector, result, t0)
         finally:
             os.close(info_r)
-        collector.finish(result, request.seed.workdir, request.keep_contents)
+        collector.finish(result, request.seed.workdir, request.keep_contents, timeout_s=request.timeout_s)
         result.duration_s = time.monotonic() - t0
         return result
 
@@ -308,17 +314,17 @@ class BwrapBackend(SandboxBackend):
         child_pid: int | None = None
         deadline = t0 + request.start_timeout_s
         phase = "start"
+        late_looks = 0
         try:
             while len(sel.get_map()) > 0:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    if phase == "command":
-                        result.timed_out = True
-                    else:
-                        result.error = ("the sandbox took too long to start" if phase == "start"
-                                        else "the sandbox took too long to write out its final state")
-                    break
-                for key, _ in sel.select(timeout=min(remaining, 1.0)):
+                # past the deadline: a last look, without waiting, at what the sandbox has written (a host
+                # process scheduled late must not turn a phase that ended in time into a timeout)
+                late = remaining <= 0
+                late_looks = late_looks + 1 if late else 0
+                was = phase
+                events = sel.select(timeout=0 if late else min(remaining, 1.0))
+                for key, _ in events:
                     fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
                     chunk = os.read(fd, 1 << 16)
                     if not chunk:
@@ -338,6 +344,13 @@ class BwrapBackend(SandboxBackend):
                     phase, deadline = "command", time.monotonic() + request.timeout_s
                 if phase == "command" and collector.ended:
                     phase, deadline = "snapshot", time.monotonic() + request.snapshot_timeout_s
+                if late and phase == was and (not events or late_looks >= LATE_LOOKS) and len(sel.get_map()) > 0:
+                    if phase == "command":
+                        result.timed_out = True
+                    else:
+                        result.error = ("the sandbox took too long to start" if phase == "start"
+                                        else "the sandbox took too long to write out its final state")
+                    break
         finally:
             drained = len(sel.get_map()) == 0
             sel.close()

@@ -120,7 +120,7 @@ class DockerBackend(SandboxBackend):
                 api.remove_container(container_id, force=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-        collector.finish(result, request.seed.workdir, request.keep_contents)
+        collector.finish(result, request.seed.workdir, request.keep_contents, timeout_s=request.timeout_s)
         result.duration_s = time.monotonic() - t0
         return result
 
@@ -153,42 +153,67 @@ class DockerBackend(SandboxBackend):
 
     def _pump(self, raw: Any, request: SandboxRequest, collector: StreamCollector, result: SandboxResult,
               t0: float) -> None:
-        """Demultiplex the attach stream (8-byte frame headers) until EOF, the deadline or a cap."""
+        """Demultiplex the attach stream (8-byte frame headers) until EOF, the deadline or a cap.
+
+        Past a deadline the stream is read once more without waiting (what the sandbox sent before it:
+        a host process scheduled late must not turn a phase that ended in time into a timeout)."""
         buf = bytearray()
         deadline = t0 + request.start_timeout_s
         phase = "start"
         raw.setblocking(False)
+
+        def readable(wait: float) -> bool:
+            return bool(getattr(raw, "pending", lambda: 0)()) or bool(select.select([raw], [], [], wait)[0])
+
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                if phase == "command":
-                    result.timed_out = True
-                else:
-                    result.error = f"the docker sandbox took too long ({phase} phase)"
-                return
-            pending = getattr(raw, "pending", lambda: 0)()
-            if not pending and not select.select([raw], [], [], min(remaining, 1.0))[0]:
+            late = remaining <= 0
+            if not late and not readable(min(remaining, 1.0)):
                 continue
-            try:
-                chunk = raw.recv(1 << 16)
-            except (BlockingIOError, InterruptedError):
-                continue
-            if not chunk:
-                return
-            buf += chunk
-            while len(buf) >= 8:
-                stream, size = struct.unpack(">BxxxL", bytes(buf[:8]))
-                if len(buf) < 8 + size:
+            was, eof = phase, False
+            for _ in range(LATE_READS if late else 1):
+                if late and not readable(0):
                     break
-                payload = bytes(buf[8:8 + size])
-                del buf[:8 + size]
-                if stream == 1:
-                    collector.feed_stdout(payload)
-                elif stream == 2:
-                    collector.feed_stderr(payload)
+                try:
+                    chunk = raw.recv(1 << 16)
+                except (BlockingIOError, InterruptedError):
+                    break
+                if not chunk:
+                    eof = True
+                    break
+                buf += chunk
+                _demultiplex(buf, collector)
+                if collector.over:
+                    break
             if collector.over:
                 return
             if phase == "start" and collector.started:
                 phase, deadline = "command", time.monotonic() + request.timeout_s
             if phase == "command" and collector.ended:
                 phase, deadline = "snapshot", time.monotonic() + request.snapshot_timeout_s
+            if eof:
+                return
+            if late and phase == was:
+                if phase == "command":
+                    result.timed_out = True
+                else:
+                    result.error = f"the docker sandbox took too long ({phase} phase)"
+                return
+
+
+LATE_READS = 16
+"""Reads (64 KiB each) at most, past a deadline, of what the sandbox sent before it."""
+
+
+def _demultiplex(buf: bytearray, collector: StreamCollector) -> None:
+    """Feed the complete frames at the head of ``buf`` to ``collector`` (and remove them from ``buf``)."""
+    while len(buf) >= 8:
+        stream, size = struct.unpack(">BxxxL", bytes(buf[:8]))
+        if len(buf) < 8 + size:
+            break
+        payload = bytes(buf[8:8 + size])
+        del buf[:8 + size]
+        if stream == 1:
+            collector.feed_stdout(payload)
+        elif stream == 2:
+            collector.feed_stderr(payload)
