@@ -166,7 +166,7 @@ def make_reward_func(verifier: Any = None, *, pivots: PivotSource = None, keep_c
 # --- episodes: TRL's environment_factory ---------------------------------------------------------
 
 _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list", "object": "dict"}
-_RESERVED = frozenset({"reset", "get_reward", "env", "tool_names"})
+_RESERVED = frozenset({"reset", "get_reward", "env", "tool_names", "turn_rewards"})
 """Names a world tool cannot have: TRL's hooks (``reset``, ``get_reward``) and the attributes of
 :class:`TRLEpisodeEnv` (an instance attribute would hide the tool from TRL's ``getattr``)."""
 
@@ -218,7 +218,12 @@ class TRLEpisodeEnv:
     over) raises, which TRL reports as a tool failure. TRL ends the loop when the model answers
     without a tool call; that answer never reaches the environment, so there is no ``get_reward``:
     the reward is :func:`make_episode_reward_func`, which feeds the final answer to the episode
-    and returns its task success.
+    and returns its task success (or, with ``per_turn=``, a summary of its per-turn rewards).
+
+    ``turn_rewards`` lists the episode's per-turn rewards so far (``EpisodeEnv.turn_rewards``: the
+    verifier's reward for each turn while the rollout is on the expert's path, ``None`` off it; see
+    :mod:`pivot_envs.episode_env`). TRL runs each tool call as its own turn, so an expert turn with
+    several calls leaves the path at its first call (its reward is the one call against them all).
     """
 
     _make_env: Callable[[], Any]
@@ -242,6 +247,11 @@ class TRLEpisodeEnv:
                              f"{sorted(self.tool_names)}: TRL exposes one tool set per class; use one factory per "
                              "tool set (a dict environment_factory with an 'environment' column)")
         return None
+
+    @property
+    def turn_rewards(self) -> list[float | None]:
+        """The per-turn rewards of the episode so far, one per agent turn (``None`` off the expert's path)."""
+        return list(self.env.turn_rewards)
 
     def _tool(self, name: str, arguments: dict[str, Any]) -> str:
         env = self.env
@@ -391,31 +401,60 @@ def _final_answer(completion: str | list[Message]) -> str | Message:
     return {"role": "assistant", "content": _plain_message(finals[-1])["content"]}
 
 
+PER_TURN = {"mean": "episode_turn_mean", "progress": "episode_progress"}
+"""The per-turn summaries :class:`EpisodeReward` can return, and the names TRL logs them under."""
+
+
 class EpisodeReward:
-    """TRL reward function for :func:`episode_environment_factory`: the task success of each rollout.
+    """TRL reward function for :func:`episode_environment_factory`: the task success of each rollout,
+    or with ``per_turn`` a summary of its per-turn rewards (``EpisodeEnv.turn_rewards``, an off-path
+    turn counting 0): ``"mean"``, their mean over the rollout's turns; ``"progress"``, their sum over
+    the expert's turns from the episode's start (how much of the expert's path the rollout followed;
+    a rollout that stops early or strays scores below 1). A per-turn verifier failure gives ``None``.
+    Pass several to GRPOTrainer (``reward_funcs=[make_episode_reward_func(), make_episode_reward_func(
+    per_turn="progress")]``, with ``reward_weights``): the final answer is handed to the episode once.
 
     TRL passes ``environments`` (one per completion, in order); the completion's last assistant
-    message is the final answer, handed to the episode before it is judged. Returns 1.0 / 0.0, or
-    ``None`` on an infrastructure error (TRL leaves it out of the group statistics). Logs
-    ``episode/tool_calls`` (mean per rollout, as the world executed them). Each call is kept in
-    ``calls`` (``prompts`` and ``completions`` as TRL passed them, ``row_task_ids``: the rows'
-    ``task_id`` column, ``task_ids``: the tasks the envs played, ``rewards``, ``episodes``: each
-    rollout's :meth:`~pivot_envs.episode_env.EpisodeEnv.episode_row`) when ``keep_calls``.
+    message is the final answer, handed to the episode before it is judged. Returns 1.0 / 0.0 (or the
+    per-turn summary in [0, 1]), or ``None`` on an infrastructure error (TRL leaves it out of the
+    group statistics). Logs ``episode/tool_calls`` (mean per rollout, as the world executed them).
+    Each call is kept in ``calls`` (``prompts`` and ``completions`` as TRL passed them,
+    ``row_task_ids``: the rows' ``task_id`` column, ``task_ids``: the tasks the envs played,
+    ``rewards``, ``turn_rewards``: each rollout's per-turn rewards, ``episodes``: each rollout's
+    :meth:`~pivot_envs.episode_env.EpisodeEnv.episode_row`) when ``keep_calls``.
     """
 
     __name__ = "episode_success"  # the name TRL logs the reward under (rewards/episode_success/mean)
 
-    def __init__(self, keep_calls: bool = True):
+    def __init__(self, keep_calls: bool = True, per_turn: str | None = None):
+        if per_turn is not None and per_turn not in PER_TURN:
+            raise ValueError(f"per_turn must be None (task success) or one of {sorted(PER_TURN)}, got {per_turn!r}")
         self.keep_calls = keep_calls
+        self.per_turn = per_turn
+        if per_turn is not None:
+            self.__name__ = PER_TURN[per_turn]
         self.calls: list[dict[str, Any]] = []
+
+    def _reward(self, env: Any, answer: str | Message) -> float | None:
+        """One rollout's reward: task success, or the per-turn summary (see the class docstring)."""
+        success = env._finish(answer)  # hands the answer to the episode (once) and judges it
+        if self.per_turn is None:
+            return success
+        episode = env.env
+        if episode.task is None or episode.error is not None or not episode.score_turns or episode.turn_reward_errors:
+            return None
+        total = sum(r for r in episode.turn_rewards if r is not None)
+        if self.per_turn == "mean":
+            return total / len(episode.turn_rewards) if episode.turn_rewards else 0.0
+        return min(1.0, total / episode.expert_turns) if episode.expert_turns else 0.0
 
     def __call__(self, prompts: list[Any], completions: list[Any], environments: list[Any] | None = None,
                  **kwargs: Any) -> list[float | None]:
         if environments is None:
-            raise ValueError("episode_success needs TRL's environments: pass environment_factory= to GRPOTrainer")
+            raise ValueError(f"{self.__name__} needs TRL's environments: pass environment_factory= to GRPOTrainer")
         if len(environments) != len(completions):
             raise ValueError(f"{len(completions)} completions but {len(environments)} environments")
-        rewards = [env._finish(_final_answer(c)) for c, env in zip(completions, environments)]
+        rewards = [self._reward(env, _final_answer(c)) for c, env in zip(completions, environments)]
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and environments:
             log_metric("episode/tool_calls", sum(e.env.tool_calls for e in environments) / len(environments))
@@ -426,13 +465,14 @@ class EpisodeReward:
                 "row_task_ids": list(kwargs["task_id"]) if kwargs.get("task_id") is not None else None,
                 "task_ids": [e.env.task.id if e.env.task is not None else None for e in environments],
                 "rewards": list(rewards),
+                "turn_rewards": [list(e.env.turn_rewards) for e in environments],
                 "episodes": [json.loads(json.dumps(e.env.episode_row(), ensure_ascii=False, default=str))
                              if e.env.task is not None else None for e in environments],
             })
         return rewards
 
 
-def make_episode_reward_func(keep_calls: bool = True) -> EpisodeReward:
-    """TRL reward function for :func:`episode_environment_factory`: task success of each rollout
-    (see :class:`EpisodeReward`)."""
-    return EpisodeReward(keep_calls)
+def make_episode_reward_func(keep_calls: bool = True, *, per_turn: str | None = None) -> EpisodeReward:
+    """TRL reward function for :func:`episode_environment_factory`: task success of each rollout, or
+    with ``per_turn="mean"`` / ``"progress"`` a summary of its per-turn rewards (see :class:`EpisodeReward`)."""
+    return EpisodeReward(keep_calls, per_turn)

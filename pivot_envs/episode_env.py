@@ -41,6 +41,30 @@ agent finishes (a text message when there is no user or the user stops, a finish
 such as SWE's ``submit``) and is **truncated** after ``max_turns`` assistant turns. The reward is
 0 until the end, then 1.0 on task success, else 0.0.
 
+Per-turn rewards (``info["turn_reward"]``): the episode is **on the expert's path** at an agent turn
+when its messages so far are the expert's up to equivalent actions, which holds when
+
+* it started at the task's first turn or at one of its pivots (the expert's own messages),
+* every earlier agent action of the episode was judged equivalent to the expert's action at its
+  turn (the verifier's reward 1.0 and ``passed``), and
+* everything that came back after each of those actions equals what came back to the expert: the
+  same tool results (in any order within the turn; call ids aside) and the same user replies. The
+  tool results stand for the world's state (no digest is taken per turn).
+
+On the path, ``turn_reward`` is the verifier's reward (a float in [0, 1]) for this turn's action
+against the expert's action at this turn, at the pivot extraction makes of that turn
+(:func:`pivot_envs.pipeline.extract.extract_pivots`: the expert's messages before it as context,
+the task's fixture at the turn, replayed for a ``replay`` domain such as terminal, and its world
+settings). The verifier is the env's ``verifier=``, else the domain's default (``tool_call`` without
+a domain). Off the path (an earlier action below 1.0, other tool results or user replies, an
+earlier verifier error, a turn past the expert's last one) it is ``None``, for the rest of the
+episode. A verifier failure gives ``None`` and ``turn_reward_error`` naming it (never a silent 0),
+and leaves the path. ``info["on_path"]`` says whether the next turn is still on it. So replaying the
+expert scores 1.0 at every turn, answer turns included (``final_turn`` / ``facts``), and a wrong first
+call scores 0.0 and then ``None``. ``turn_rewards`` (the env attribute, and the episode row's key) lists
+them per agent turn; ``score_turns=False`` skips the verifier (``turn_reward`` always ``None``,
+``on_path`` ``None``). The step reward itself stays task success.
+
 Observation (as PivotEnv): ``{"messages": json.dumps(messages), "tools": json.dumps(tools)}``.
 ``info``: ``task_id``, ``pivot_id``, ``domain``, ``expert`` (the recorded action at this turn, or
 ``None`` past the recording), ``turns`` (the agent's assistant turns so far; a pivot's context does not
@@ -48,7 +72,8 @@ count), ``tool_calls``, ``tool_errors``
 (tool results the tools flagged as errors: the agent's mistakes), ``errors`` (infrastructure
 failures: the world or the user simulator itself failed), ``error`` (the first of them, else
 ``None``: the episode then ends at once and its success is ``None``, never a silent 0), and at the
-end ``digest`` (the world's final state), ``success``, ``reason`` and ``checks``.
+end ``digest`` (the world's final state), ``success``, ``reason`` and ``checks``; every step adds
+``turn_reward``, ``turn_reward_error`` and ``on_path`` (see above).
 
 Batched play over many episodes (one agent call per turn for all live episodes):
 :func:`run_episodes`; the CLI is ``pivot-envs play``.
@@ -80,6 +105,9 @@ FINISH_TOOLS: dict[str, tuple[str, ...]] = {"swe": ("submit",)}
 """Tool calls that end a domain's episode once executed (the agent's "I am done")."""
 
 DEFAULT_MAX_TURNS = 30
+
+DOMAINLESS_VERIFIER = "tool_call"
+"""The per-turn verifier of an episode env without a domain (and without ``verifier=``)."""
 
 MAX_ACTION_CHARS = 100_000
 """The action space's longest text (an assistant turn); ``action_space.sample()`` draws up to this."""
@@ -231,6 +259,10 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         min_fact_recall: the share of the expert's facts an information task's answer must give.
         world_keys: the task ``meta`` keys that configure its world (default: the domain's
             ``world_keys``; without a domain :data:`GENERIC_WORLD_KEYS`).
+        verifier: the verifier of the per-turn rewards (a name, config dict or Verifier); ``None``:
+            the domain's default verifier (:data:`DOMAINLESS_VERIFIER` without a domain).
+        score_turns: compute ``info["turn_reward"]`` (see the module docstring); ``False`` skips the
+            verifier calls.
         render_mode: ``"ansi"`` or ``"human"``.
     """
 
@@ -249,6 +281,8 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         success_rules: Sequence[str] | None = None,
         min_fact_recall: float = 1.0,
         world_keys: Sequence[str] | None = None,
+        verifier: Any = None,
+        score_turns: bool = True,
         render_mode: str | None = None,
     ):
         from pivot_envs.actions import parse_action
@@ -293,6 +327,9 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         self.finish_tools = tuple(finish_tools) if finish_tools is not None else FINISH_TOOLS.get(self.domain_name, ())
         self.parse_action = self.domain.parse_action if self.domain is not None else parse_action
         self.render_mode = render_mode
+        self.score_turns = bool(score_turns)
+        self.turn_verifier = self._build_turn_verifier(verifier) if self.score_turns else None
+        self._turn_pivots: dict[tuple[str, int], Pivot] = {}
         self.observation_space, self.action_space = episode_spaces()
         self._task_index = {t.id: i for i, t in enumerate(self.tasks)}
         self._pivot_index: dict[str, tuple[int, int]] | None = None
@@ -341,9 +378,12 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
             raise RuntimeError("the episode is over: call reset()")
         if self.error is not None:  # the world failed at reset: the episode ends with the error
             self.done = True
+            self._leave_path()
             return self._observation(), 0.0, True, False, self._info()
         parsed = self.parse_action(action)
         message = parsed.message
+        at = len(self.messages)
+        turn = self._score_turn(parsed, at)
         self.messages.append(message)
         self.turns += 1
         terminated = False
@@ -366,6 +406,7 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
                 if reply.content is not None:
                     self.messages.append({"role": "user", "content": reply.content})
                 terminated = bool(reply.done)
+        self._follow_path(turn, at)
         if self.error is not None:
             self.done = True
             return self._observation(), 0.0, True, False, self._info()
@@ -439,6 +480,14 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         return Pivot(id=f"{self.episode_id}@{k}", domain=self.domain_name, context=copy.deepcopy(self.messages),
                      expert=expert, tools=copy.deepcopy(self._tools), fixture=self.task.fixture, meta=meta)
 
+    @property
+    def expert_turns(self) -> int:
+        """The expert's assistant turns from where the episode started (the most turn rewards it can earn)."""
+        if self.task is None:
+            return 0
+        before = sum(1 for m in self.messages if m.get("role") == "assistant") - self.turns
+        return max(0, len(self._recorded) - before)
+
     def pivot_index(self) -> dict[str, tuple[int, int]]:
         """Pivot id -> ``(task index, message index)`` for every assistant turn of every task (the ids
         extraction gives: ``stable_hash(domain, trajectory id, turn)``)."""
@@ -481,6 +530,7 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
             "error": self.error,
             "digest": self.digest,
             "reason": self.reason,
+            "turn_rewards": list(self.turn_rewards),
             "messages": self.messages,
             "tools": self._tools,
         }
@@ -505,6 +555,11 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         self.checks: dict[str, bool] = {}
         self.outcome: ExpertOutcome | None = None
         self._tool_names: set[str] = set()
+        self.turn_rewards: list[float | None] = []  # per agent turn (see the module docstring)
+        self.turn_reward: float | None = None  # this step's
+        self.turn_reward_error: str | None = None
+        self.turn_reward_errors: list[str] = []  # the per-turn verifier failures of the episode
+        self.on_path = True
 
     @property
     def error(self) -> str | None:
@@ -573,6 +628,64 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
             self._tools_json = json.dumps(self._tools, ensure_ascii=False)
         return {"messages": "[" + ", ".join(text for _, text in cache) + "]", "tools": self._tools_json}
 
+    # --- per-turn rewards (the expert's path; see the module docstring) ---------------
+    def _build_turn_verifier(self, spec: Any) -> Any:
+        """The verifier of the per-turn rewards: ``spec``, else the domain's default."""
+        from pivot_envs.verifiers import build_verifier
+
+        if spec is None:
+            spec = self.domain.verifier_spec() if self.domain is not None else DOMAINLESS_VERIFIER
+        return build_verifier(spec)
+
+    def _leave_path(self) -> None:
+        """This step gets no turn reward, and the episode is off the expert's path from now on."""
+        self.turn_reward = self.turn_reward_error = None
+        self.turn_rewards.append(None)
+        self.on_path = False
+
+    def _score_turn(self, action: Any, at: int) -> int | None:
+        """Judge ``action`` (the parsed action about to be appended at message ``at``) against the
+        expert's action at this turn while on the path; returns the expert turn's index in
+        ``_recorded``, or ``None`` when the turn is off the path."""
+        k = sum(1 for m in self.messages if m.get("role") == "assistant")
+        if not (self.score_turns and self.on_path) or k >= len(self._recorded) or self._recorded[k] != at:
+            self._leave_path()
+            return None
+        result = self.turn_verifier.safe_verify(action, self._turn_pivot(k))
+        if result.error:
+            self._leave_path()
+            self.turn_reward_error = f"{result.verifier}: {result.error}"
+            self.turn_reward_errors.append(self.turn_reward_error)
+            return None
+        self.turn_reward = min(1.0, max(0.0, float(result.reward)))
+        self.turn_reward_error = None
+        self.turn_rewards.append(self.turn_reward)
+        self.on_path = bool(result.passed) and self.turn_reward >= 1.0
+        return k if self.on_path else None
+
+    def _follow_path(self, turn: int | None, at: int) -> None:
+        """After the step of expert turn ``turn`` (its action at message ``at``): the episode stays on the
+        path when what came back (tool results, user replies) is what came back to the expert."""
+        if turn is None or not self.on_path:
+            return
+        assert self.task is not None
+        end = self._recorded[turn + 1] if turn + 1 < len(self._recorded) else len(self.task.messages)
+        if self.error is not None or not same_observations(self.messages[at + 1:], self.task.messages[at + 1:end]):
+            self.on_path = False
+
+    def _turn_pivot(self, k: int) -> Pivot:
+        """The expert's pivot at its ``k``-th assistant turn (as extraction makes it; cached per task and turn)."""
+        assert self.task is not None
+        i = self._recorded[k]
+        key = (self.task.id, i)
+        pivot = self._turn_pivots.get(key)
+        if pivot is None:
+            pivot = expert_pivot(self.task, i, self.domain, self._tools)
+            if len(self._turn_pivots) >= 4096:
+                self._turn_pivots.clear()
+            self._turn_pivots[key] = pivot
+        return pivot
+
     def _info(self) -> dict[str, Any]:
         info: dict[str, Any] = {
             "task_id": self.task.id if self.task is not None else None,
@@ -584,11 +697,45 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
             "tool_errors": self.tool_errors,
             "errors": list(self.errors),
             "error": self.error,
+            "turn_reward": self.turn_reward,
+            "turn_reward_error": self.turn_reward_error,
+            "on_path": self.on_path if self.score_turns else None,
         }
         if self.done:
             info.update(success=self.success, digest=self.digest, reason=self.reason, checks=dict(self.checks),
                         truncated=self.truncated)
         return info
+
+
+def expert_pivot(task: Trajectory, i: int, domain: Any, tools: list[dict[str, Any]]) -> Pivot:
+    """The pivot of ``task``'s assistant turn ``i``: the domain's extraction of it
+    (:func:`pivot_envs.pipeline.extract.extract_pivots`: context, expert, fixture at the turn, world
+    settings), or without a domain the plain cut; ``tools`` stand in for a task that lists none."""
+    import dataclasses
+
+    if domain is not None:
+        from pivot_envs.pipeline.extract import _make_pivot
+
+        pivot = _make_pivot(task, i, domain)
+    else:
+        pivot = Pivot(id=stable_hash("", task.id, i), domain="", context=task.messages[:i], expert=task.messages[i],
+                      tools=task.tools, fixture=task.fixture, meta={"trajectory_id": task.id, "turn": i})
+    return pivot if pivot.tools else dataclasses.replace(pivot, tools=list(tools))
+
+
+def same_observations(agent: Sequence[Message], expert: Sequence[Message]) -> bool:
+    """Whether the messages that came back after an agent's action (tool results, user replies) are the
+    ones that came back to the expert: the same roles in order, the same contents (a turn's tool results
+    in any order; tool-call ids and names aside)."""
+    from pivot_envs.types import content_text
+
+    if [m.get("role") for m in agent] != [m.get("role") for m in expert]:
+        return False
+
+    def keys(messages: Sequence[Message]) -> list[tuple[str, str]]:
+        return [(str(m.get("role")), content_text(m.get("content"))) for m in messages]
+
+    return keys(agent) == keys(expert) or sorted(keys(agent)) == sorted(keys(expert))
 
 
 def _copy_message(message: Message | None) -> Message | None:

@@ -193,8 +193,8 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
 
     Args:
         domains: the domains whose envs are served (``None``: every registered domain).
-        verifier: a verifier name or config for ``/verify`` and the pivot envs (``None``: each pivot's
-            domain default).
+        verifier: a verifier name or config for ``/verify``, the pivot envs and the episode envs' per-turn
+            rewards (``None``: each pivot's domain default).
         session_ttl_s: idle seconds after which a gym session is closed.
         max_sessions: the most live gym sessions.
         include_rollouts: mount :mod:`pivot_envs.serve.rollouts` when it exists.

@@ -68,7 +68,8 @@ class SessionStore:
 
     Args:
         env_ids: the env ids that may be made (``{env_id: "pivot" | "episode"}``).
-        verifier: the verifier spec given to pivot envs (``None``: the domain default).
+        verifier: the verifier spec given to pivot envs, and to episode envs for their per-turn rewards
+            (``None``: the domain default).
         ttl_s: idle seconds after which a session is closed.
         max_sessions: the most live sessions (a reset beyond it is a 429... here a 409 naming the limit).
     """
@@ -144,7 +145,7 @@ class SessionStore:
             raise SessionError(400, {"field": "env_id", "known": sorted(self.env_ids),
                                      "message": f"unknown env_id {env_id!r}; known: {', '.join(sorted(self.env_ids))}"})
         kwargs = dict(kwargs)
-        if kind == "pivot" and self.verifier is not None:
+        if self.verifier is not None:  # a pivot env's reward; an episode env's per-turn rewards
             kwargs.setdefault("verifier", self.verifier)
         try:
             return gymnasium.make(env_id, disable_env_checker=True, **kwargs)

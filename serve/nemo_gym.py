@@ -28,6 +28,11 @@ The action is read from ``response.output`` as NeMo Gym's ``extract_action`` rea
 ``function_call`` item is a tool call (tool calls take precedence over text); else the first
 ``output_text`` of the first assistant ``message`` item is the reply text.
 
+Per-turn rewards: a row that carries the expert's whole continuation (``expected_output``, Responses
+output items) is an episode row: each assistant turn of its ``response.output`` is scored against the
+expert's turn while the response stays on the expert's path, and the answer gains ``step_rewards`` and
+``step_errors`` (:mod:`pivot_envs.serve.verify_episodes`).
+
 Speed: :class:`~pivot_envs.serve.row_reader.RowReader` turns rows into (pivot, action) with caches
 that never change an answer (a tools list's text decoded and converted once, expert messages
 converted once, digest-based pivot ids; see :mod:`pivot_envs.serve.row_reader`).
@@ -48,16 +53,17 @@ from pivot_envs.formats.nemo_gym import COMPARATOR_FIELD, tool_call_params
 from pivot_envs.jsonl import BadRowError
 from pivot_envs.serve.row_reader import (INPUT_FIELD, READER, TOOLS_FIELD, BodyError, RowInfo, RowReader, _WS,
                                          _body_error, action_from_response, decode_with_spans)
+from pivot_envs.serve.verify_episodes import STEP_FIELDS, episode_pivot, is_episode_row, score_episode, step_fields
 from pivot_envs.types import Message, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier
 
 __all__ = ["RESULT_FIELDS", "TOOLS_FIELD", "INPUT_FIELD", "BodyError", "RowInfo", "RowReader", "READER",
            "action_from_response", "pivot_from_body", "parse_verify_body", "row_verifier", "answer", "error_answer",
-           "verify_rows",
+           "verify_rows", "verify_episode_row",
            "verify_body_text", "verify_rows_text", "decode_with_spans", "encode_answer"]
 
 RESULT_FIELDS = ("reward", "passed", "reason", "error", "verifier")
-_ANSWER_FIELDS = RESULT_FIELDS + ("field",)
+_ANSWER_FIELDS = RESULT_FIELDS + ("field",) + STEP_FIELDS
 
 
 def pivot_from_body(body: Any, domain: str = "tool_use") -> Pivot:
@@ -116,6 +122,20 @@ def answer(body: dict[str, Any], result: VerifyResult) -> dict[str, Any]:
     return out
 
 
+def verify_episode_row(body: dict[str, Any], resolver: Any, domain: str = "tool_use", reader: RowReader | None = None,
+                       info: RowInfo | None = None) -> dict[str, Any]:
+    """The answer to an episode row (``expected_output``): the first turn's result plus ``step_rewards`` and
+    ``step_errors`` (:mod:`pivot_envs.serve.verify_episodes`); :class:`BodyError` names a bad field."""
+    pivot, expert = episode_pivot(body, domain, reader, info)
+    if "response" not in body:
+        raise BodyError("response", "missing required field (a Responses API response with output items)")
+    action_from_response(body["response"])  # the response's items are checked (errors name their index)
+    results = score_episode(body, pivot, expert, row_verifier(body, pivot, resolver))
+    out = answer(body, results[0])  # the first turn is always scored (it is the row's pivot)
+    out.update(step_fields(results))
+    return out
+
+
 def error_answer(body: Any, exc: BodyError) -> dict[str, Any]:
     """The entry of a bad row in ``/verify_batch``: the row (when an object), reward 0, ``error`` naming the field."""
     out = dict(body) if isinstance(body, dict) else {"row": body}
@@ -140,6 +160,9 @@ def verify_rows(rows: Sequence[Any], resolver: Any, domain: str = "tool_use",
     verifiers: list[Verifier] = []
     for i, row in enumerate(rows):
         try:
+            if is_episode_row(row):
+                out[i] = verify_episode_row(row, resolver, domain, reader, infos[i] if infos is not None else None)
+                continue
             pivot, action = reader.parse(row, domain, infos[i] if infos is not None else None)
             verifier = row_verifier(row, pivot, resolver)
         except BodyError as exc:
@@ -179,9 +202,11 @@ def verify_body_text(data: bytes | str, resolver: Any, domain: str = "tool_use",
         raise BodyError("<body>", f"not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise BodyError("<body>", f"must be a JSON object, got {type(body).__name__}")
-    pivot, action = reader.parse(body, domain, info)
-    result = verify_batch([parse_action(action)], [pivot], [row_verifier(body, pivot, resolver)])[0]
-    out = answer(body, result)
+    if is_episode_row(body):
+        out = verify_episode_row(body, resolver, domain, reader, info)
+    else:
+        pivot, action = reader.parse(body, domain, info)
+        out = answer(body, verify_batch([parse_action(action)], [pivot], [row_verifier(body, pivot, resolver)])[0])
     start = len(text) - len(text.lstrip(_WS))
     return out, _join_answers([out], [body], data, text, [(start, start + len(text.strip(_WS)))], listed=False)
 

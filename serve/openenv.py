@@ -6,7 +6,8 @@ consume. Each env id of the server (pivot and episode envs) is one OpenEnv envir
 ``pivot/Terminal-Episode-v0`` -> ``Terminal-Episode-v0``); ``GET /openenv`` lists them. Under that
 prefix, in OpenEnv's shapes (``openenv.core.env_server`` 0.10, API version 1.0.0)::
 
-    POST /reset    {"seed"?, "episode_id"?, "pivot_id" | "task_id" | "index"?, "options"?, "split"?, "session_id"?}
+    POST /reset    {"seed"?, "episode_id"?, "pivot_id" | "task_id" | "index"?, "options"?, "split"?, "reward_mode"?,
+                    "session_id"?}
                    -> {"observation": {"messages", "tools", "metadata"}, "reward": null, "done": false, "metadata"}
     POST /step     {"action": {"text": STR} | {"message": ASSISTANT_MESSAGE}, "session_id"?}
                    -> {"observation", "reward", "done", "metadata"}
@@ -23,6 +24,17 @@ JSON values, not JSON text); ``metadata`` is the env's ``info`` without ``expert
 answer: a label the agent must not see), plus ``terminated`` / ``truncated`` after a step. The reward
 is the verifier's for a pivot env (one step, then ``done``) and the episode step's for an episode env
 (0 until the end, then 1.0 on task success).
+
+Per-turn rewards of episode envs: every step's ``metadata`` carries the env's ``turn_reward`` (the
+verifier's reward for the turn while the episode is on the expert's path, else ``null``; see
+:mod:`pivot_envs.episode_env`), ``turn_reward_error`` and ``on_path``. The step ``reward`` stays task
+success by default (``reward_mode: "success"``): OpenEnv consumers (TRL's rollout functions, the
+OpenEnv examples) read ``reward`` as the environment's return and sum or take the last, so a dense
+signal there would change what a success means. ``POST /reset {"reward_mode": "turn"}`` switches that
+episode to dense rewards: each step's ``reward`` is its ``turn_reward`` (0.0 when ``null``: off the
+path), the last step's too, and task success stays in ``metadata["success"]``. ``reward_mode`` holds
+until the next reset (which sets it again, default ``"success"``); ``GET /state`` shows it. A pivot
+env's reward is the verifier's in either mode (its one step is its one turn).
 
 Sessions follow OpenEnv: every WebSocket connection plays its own env instance (made at its first
 reset, closed when the socket closes); plain HTTP ``/reset`` and ``/step`` are stateless as in
@@ -46,7 +58,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Literal, Optional
 
 from fastapi import APIRouter, Body, FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.concurrency import run_in_threadpool
@@ -109,6 +121,7 @@ class PlayState(BaseModel):
     split: Optional[str] = Field(default=None, description="The bundled split played")
     done: bool = Field(default=False, description="Whether the episode has ended")
     session_id: Optional[str] = Field(default=None, description="The HTTP session, if any")
+    reward_mode: str = Field(default="success", description="What the step reward is: 'success' or 'turn'")
 
 
 class ResetParams(BaseModel):
@@ -122,6 +135,9 @@ class ResetParams(BaseModel):
     index: Optional[int] = Field(default=None, description="Start at the index-th pivot/task")
     options: Optional[dict[str, Any]] = Field(default=None, description="More gymnasium reset options")
     split: Optional[str] = Field(default=None, description="Bundled split (train/test); another split remakes the env")
+    reward_mode: Literal["success", "turn"] = Field(
+        default="success", description="Episode envs: 'success' (the step reward is task success at the end, 0 before) "
+                                       "or 'turn' (each step's reward is its per-turn reward, 0 off the expert's path)")
 
     def gym_options(self, kind: str) -> dict[str, Any]:
         """The gymnasium ``options``: ``options`` plus whichever of pivot_id/task_id/index was given."""
@@ -189,6 +205,7 @@ class Play:
     steps: int = 0
     done: bool = False
     started: bool = False
+    reward_mode: str = "success"  # the last reset's (ResetParams.reward_mode)
     episode_id: Optional[str] = None
     tools: list[dict[str, Any]] = field(default_factory=list)
     attached: bool = False  # a WebSocket plays this HTTP session now
@@ -209,6 +226,7 @@ class Play:
                 message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
                 raise SessionError(400, {"field": name, "message": f"field {name!r}: {message}"}) from None
             self.steps, self.done, self.started = 0, False, True
+            self.reward_mode = params.reward_mode
             self.episode_id = params.episode_id or info.get("pivot_id") or info.get("task_id")
             return self._answer(obs, info, None, False)
 
@@ -229,18 +247,26 @@ class Play:
             self.steps += 1
             self.done = bool(terminated or truncated)
             info = {**info, "terminated": bool(terminated), "truncated": bool(truncated)}
-            return self._answer(obs, info, float(reward), self.done)
+            return self._answer(obs, info, self._reward(float(reward), info), self.done)
 
     def state(self, session_id: Optional[str] = None) -> dict[str, Any]:
         """OpenEnv's state of this instance."""
         return {"episode_id": self.episode_id, "step_count": self.steps, "env_id": self.spec.env_id,
-                "kind": self.spec.kind, "split": self.split, "done": self.done, "session_id": session_id}
+                "kind": self.spec.kind, "split": self.split, "done": self.done, "session_id": session_id,
+                "reward_mode": self.reward_mode}
 
     def close(self) -> None:
         with self.lock:
             self._close_env()
 
     # --- internals -------------------------------------------------------------------------
+    def _reward(self, reward: float, info: dict[str, Any]) -> float:
+        """The step reward under ``reward_mode``: the env's, or an episode step's turn reward (0.0 when ``None``)."""
+        if self.reward_mode != "turn" or self.spec.kind != "episode":
+            return reward
+        turn = info.get("turn_reward")
+        return 0.0 if turn is None else float(turn)
+
     def _make(self, split: Optional[str]) -> None:
         self._close_env()
         try:
@@ -396,7 +422,9 @@ def describe(env_id: str, kind: str, domain: Any) -> str:
         return (what + "One pivot per episode: reset loads the conversation up to an expert turn and its tools; "
                 "step scores one assistant action with the domain's verifier (reward in [0, 1]) and ends the episode.")
     return (what + "One task per episode, played in the domain's world: a step's tool calls are executed, text "
-            "goes to the simulated user; the reward is 1.0 on task success at the end, else 0.")
+            "goes to the simulated user; the reward is 1.0 on task success at the end, else 0. Each step's "
+            "metadata.turn_reward scores the turn against the expert's while on the expert's path (null off it); "
+            "reset with reward_mode='turn' to make it the step reward.")
 
 
 def env_specs(env_ids: dict[str, str], domain_names: list[str]) -> list[EnvSpec]:

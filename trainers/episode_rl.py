@@ -196,8 +196,9 @@ class EpisodeRLTrainer(PivotRLTrainer):
     def make_env(self) -> Any:
         from pivot_envs.episode_env import EpisodeEnv
 
+        # rewards are task success: the per-turn verifier (a sandbox run for terminal) is not needed here
         return EpisodeEnv(tasks=self.tasks, domain=self.domain.name, user=self.config.user,
-                          max_turns=self.config.max_turns)
+                          max_turns=self.config.max_turns, score_turns=False)
 
     def entropy_fn(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[float]:
         """Normalised entropy (mean over the given tokens of H / log V) of the policy at each row's tokens."""

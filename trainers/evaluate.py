@@ -311,7 +311,8 @@ def evaluate_episodes(report: dict[str, Any], agent: Any, sources: dict[str, Any
         progress(key, 0, total)
     for domain, tasks in plans:
         def make_env(domain: str = domain, tasks: list[Any] = tasks) -> EpisodeEnv:
-            return EpisodeEnv(tasks=tasks, domain=domain, user=user, max_turns=max_turns)
+            # task success only: per-turn rewards would run the domain's verifier (a sandbox) at every step
+            return EpisodeEnv(tasks=tasks, domain=domain, user=user, max_turns=max_turns, score_turns=False)
 
         def on_done(row: dict[str, Any]) -> None:
             rows.append(row)
