@@ -258,3 +258,40 @@ def test_only_the_curve_seed_gets_a_curve_and_its_checkpoints():
     assert not wants_curve(RunSpec("sft", 0, evals=("test",)), settings)
     every_seed = dataclasses.replace(settings, curve_seed=None)
     assert wants_curve(second, every_seed) and _curve_checkpoints(second, every_seed) == 6
+
+
+def test_a_prebuilt_base_is_used_only_when_its_recipe_and_split_match(tmp_path):
+    from pivot_envs.experiments.demo import BUILD_BASE_COMMAND, build_shipped_base, stage_base, stage_data
+
+    logs: list[str] = []
+    cfg = smoke_config()
+    built = build_shipped_base(tmp_path / "shipped", cfg, log=logs.append)
+    assert built["command"] == BUILD_BASE_COMMAND and not (tmp_path / ".shipped-build").exists()
+    stamp = (tmp_path / "shipped" / "model.safetensors").stat().st_mtime_ns
+
+    same = dataclasses.replace(cfg, prebuilt_base=str(tmp_path / "shipped"), max_test=3)  # the arms' data may differ
+    data = stage_data(same, tmp_path / "run", logs.append)
+    used = stage_base(same, tmp_path / "run", data, logs.append)
+    assert used["prebuilt"] is True and used["dir"] == str(tmp_path / "shipped") and used["key"] == built["key"]
+    assert not (tmp_path / "run" / "base_model").exists()
+    assert (tmp_path / "shipped" / "model.safetensors").stat().st_mtime_ns == stamp
+
+    other = dataclasses.replace(same, base=dataclasses.replace(cfg.base, steps=cfg.base.steps + 1))
+    trained = stage_base(other, tmp_path / "run", stage_data(other, tmp_path / "run", logs.append), logs.append)
+    assert trained["prebuilt"] is False and trained["dir"] == str(tmp_path / "run" / "base_model")
+    assert any("built with other settings" in line for line in logs)
+
+
+def test_held_out_tasks_grow_with_generated_tasks_the_base_never_saw(tmp_path):
+    from pivot_envs.experiments.demo import extra_test_tasks, generate_extra, request_key, seen_requests
+
+    cfg = dataclasses.replace(smoke_config(), extra_test_tasks=12, extra_trajectories=30)
+    seen = seen_requests(cfg, tmp_path, print)
+    extra = {request_key(t) for t in generate_extra(cfg, tmp_path, print)}
+    assert extra <= seen and len(seen) > len(extra)  # the base's generated trajectories and the bundled ones
+    tasks = extra_test_tasks(cfg, seen)
+    assert len(tasks) == 12 and len({t.id for t in tasks}) == 12 and all(t.reward == 1.0 for t in tasks)
+    assert not seen & {request_key(t) for t in tasks}
+    assert [t.id for t in extra_test_tasks(cfg, seen)] == [t.id for t in tasks]  # deterministic
+    some = {request_key(t) for t in tasks[:3]}
+    assert not some & {request_key(t) for t in extra_test_tasks(cfg, seen | some)}

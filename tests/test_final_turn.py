@@ -115,3 +115,21 @@ def test_a_user_domain_keeps_its_answer_turns_and_trains_on_them(tmp_path) -> No
     env.reset(options={"pivot_id": pivots[0].id})
     assert env.step("The code is ZX-4471.")[1] == 0.0  # stopped where the expert looked it up
     env.close()
+
+
+def test_the_trl_and_verl_exports_carry_the_answer_pivots_and_score_the_stop() -> None:
+    pytest.importorskip("datasets")
+    from pivot_envs.integrations.trl import make_reward_func, to_dataset
+    from pivot_envs.integrations.verl import compute_score, to_verl_rows
+
+    finals = _final_text_pivots("terminal")[:4]
+    rows = to_verl_rows(finals, split="test")
+    assert [r["extra_info"]["pivot_id"] for r in rows] == [p.id for p in finals]
+    answer = content_text(finals[0].expert["content"])
+    assert compute_score(rows[0]["data_source"], answer, rows[0]["reward_model"]["ground_truth"])["score"] == 1.0
+    call = '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>'
+    assert compute_score(rows[0]["data_source"], call, rows[0]["reward_model"]["ground_truth"])["score"] == 0.0
+    dataset = to_dataset(finals)
+    reward = make_reward_func()
+    got = reward(dataset["prompt"][:2], [answer, call], pivot=dataset["pivot"][:2])
+    assert got == [1.0, 0.0]
