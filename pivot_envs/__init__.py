@@ -4,10 +4,8 @@ from pivot_envs.actions import parse_action
 from pivot_envs.types import Action, Fixture, Message, Pivot, Profile, Trajectory, VerifyResult
 from pivot_envs.domains import Domain, get_domain, load_plugins, register_domain
 from pivot_envs.builtin_domains import register_builtin_domains
-from pivot_envs import _moved
 
 register_builtin_domains()
-_moved.install()  # the first release's module paths (pivot_envs.profile, ...) still import
 load_plugins()  # third-party domains (entry-point group "pivot_envs.domains") get their env ids too
 
 __version__ = "0.1.0"

@@ -229,14 +229,19 @@ def _stated(text: str, seen_typed: set[str], seen_names: set[str], given: set[st
     return facts | {"name:" + n for n in seen_names if _contains(folded, n) and not _contains(given_text, n)}
 
 
+def _absorb(message: Message, typed: set[str], names: set[str]) -> None:
+    """Add the values of ``message`` to ``typed`` and ``names`` when it is a tool result."""
+    if message.get("role") == "tool":
+        t, n = tool_values(message.get("content"))
+        typed |= t
+        names |= n
+
+
 def _tool_values_before(messages: Sequence[Message]) -> tuple[set[str], set[str]]:
     typed: set[str] = set()
     names: set[str] = set()
     for m in messages:
-        if m.get("role") == "tool":
-            t, n = tool_values(m.get("content"))
-            typed |= t
-            names |= n
+        _absorb(m, typed, names)
     return typed, names
 
 
@@ -248,11 +253,8 @@ def expert_facts(messages: Sequence[Message]) -> list[str]:
     seen_names: set[str] = set()
     facts: set[str] = set()
     for m in messages:
-        if m.get("role") == "tool":
-            typed, names = tool_values(m.get("content"))
-            seen_typed |= typed
-            seen_names |= names
-        elif m.get("role") == "assistant" and content_text(m.get("content")):
+        _absorb(m, seen_typed, seen_names)
+        if m.get("role") == "assistant" and content_text(m.get("content")):
             facts |= _stated(content_text(m.get("content")), seen_typed, seen_names, given, given_text)
     return sorted(facts)
 

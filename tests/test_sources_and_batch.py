@@ -62,16 +62,3 @@ def test_verify_batch_groups_by_verifier_and_masks_broken_ones():
     assert "boom" in broken[0].error and broken[1].error is None and "outside [0, 1]" in broken[2].error
     with pytest.raises(ValueError, match="no 'domain'"):
         VerifierResolver().for_pivot(Pivot(id="x", domain="", context=[], expert={"role": "assistant", "content": "a"}))
-
-
-def test_first_release_module_paths_still_import_with_a_warning():
-    import importlib
-    import sys
-
-    from pivot_envs._moved import MOVED
-
-    for old, new in MOVED.items():
-        sys.modules.pop(old, None)
-        with pytest.warns(DeprecationWarning, match=new):
-            module = importlib.import_module(old)
-        assert module is importlib.import_module(new)
