@@ -44,6 +44,13 @@ class SessionError(Exception):
         self.status, self.detail = status, detail
 
 
+def refuse_misrouted(session_id: str) -> None:
+    """Raise the 421 :class:`SessionError` when ``session_id`` was made by another server process."""
+    elsewhere = misrouted("session", session_id)
+    if elsewhere:
+        raise SessionError(MISROUTED_STATUS, {"field": "session_id", "message": elsewhere})
+
+
 def jsonable(value: Any) -> Any:
     """Observations and infos as plain JSON (numpy scalars/arrays become numbers/lists)."""
     if isinstance(value, (str, int, float, bool)) or value is None:
@@ -103,9 +110,7 @@ class SessionStore:
         with self._lock:
             session = self._sessions.get(session_id)
         if session is None:
-            elsewhere = misrouted("session", session_id)
-            if elsewhere:
-                raise SessionError(MISROUTED_STATUS, {"field": "session_id", "message": elsewhere})
+            refuse_misrouted(session_id)
             raise SessionError(404, {"field": "session_id",
                                      "message": f"unknown session {session_id!r} (expired after {self.ttl_s:g} s idle, "
                                                 "deleted, or never created: POST /reset first)"})

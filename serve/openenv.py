@@ -65,8 +65,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pivot_envs.serve.gym_http import SessionError, jsonable
-from pivot_envs.serve.owner import MISROUTED_STATUS, misrouted, new_id
+from pivot_envs.serve.gym_http import SessionError, jsonable, refuse_misrouted
+from pivot_envs.serve.owner import new_id
 
 PREFIX = "/openenv"
 API_VERSION = "1.0.0"
@@ -326,9 +326,7 @@ class PlaySessions:
         with self._lock:
             play = self._plays.get(session_id)
         if play is None:
-            elsewhere = misrouted("session", session_id)
-            if elsewhere:
-                raise SessionError(MISROUTED_STATUS, {"field": "session_id", "message": elsewhere})
+            refuse_misrouted(session_id)
             return None
         if play.spec.env_id != env_id:
             raise SessionError(409, {"field": "session_id", "message": f"session {session_id!r} plays "

@@ -33,6 +33,7 @@ from pivot_envs.actions import parse_action
 from pivot_envs.success import answer_facts, facts_given
 from pivot_envs.types import Action, Pivot, VerifyResult, content_text
 from pivot_envs.verifiers.base import Verifier, register_verifier
+from pivot_envs.verifiers.normalize import PivotCache
 from pivot_envs.verifiers.compose import PicklesByConfig, _arun_child, _broadcast, _run_child, build_child
 
 
@@ -56,6 +57,8 @@ class FactsVerifier(PicklesByConfig, Verifier):
     """Verifier spec for expert answers that state no fact; ``None``: any non-empty answer passes."""
 
     _otherwise: Verifier | None = field(init=False, repr=False, compare=False, default=None)
+    _facts: PivotCache = field(init=False, repr=False, compare=False, default_factory=PivotCache)
+    """The expert answer's facts per pivot: a group of G actions at one pivot computes them once."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.min_recall) <= 1.0:
@@ -74,7 +77,7 @@ class FactsVerifier(PicklesByConfig, Verifier):
             if not expected:
                 return VerifyResult(1.0, True, self.name, "stopped without a text, as the expert did")
             return VerifyResult(0.0, False, self.name, "empty answer")
-        facts = answer_facts(pivot.context, expected)
+        facts = self._facts.get(pivot, lambda p: answer_facts(p.context, expected))
         if not facts:
             if self._otherwise is not None:
                 return self._otherwise.safe_verify(action, pivot)
@@ -132,7 +135,7 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
         for child, idx in self._routes(pivot_list, out):
             for i, result in zip(idx, _run_child(child, [parsed[i] for i in idx], [pivot_list[i] for i in idx])):
                 out[i] = result
-        return [r for r in out if r is not None]
+        return self._complete(out)
 
     async def averify_many(self, actions: Sequence[Any], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
         parsed, pivot_list, out = self._split(actions, pivots)
@@ -140,7 +143,12 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
             results = await _arun_child(child, [parsed[i] for i in idx], [pivot_list[i] for i in idx])
             for i, result in zip(idx, results):
                 out[i] = result
-        return [r for r in out if r is not None]
+        return self._complete(out)
+
+    def _complete(self, out: list[VerifyResult | None]) -> list[VerifyResult]:
+        """Every item's result; one a child left out is an error, never a dropped or shifted row."""
+        return [r if r is not None else VerifyResult.failure(self.name, "a child verifier returned no result for this item")
+                for r in out]
 
     async def averify(self, action: Action, pivot: Pivot) -> VerifyResult:
         return (await self.averify_many([action], [pivot]))[0]
