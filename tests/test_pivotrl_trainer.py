@@ -295,6 +295,10 @@ def test_training_raises_the_mean_reward(toy, tmp_path):
                 "grad_norm", "sample_s", "score_s", "update_s", "strict_reward_mean", "miss_rate"):
         assert key in rows[-1]
     assert rows[0]["kl"] is None  # beta = 0: no reference model
+    # the rollout engine's columns: hf samples on the live weights, so every update is there at once
+    assert {r["rollout_engine"] for r in rows} == {"hf"} and {r["weight_sync_s"] for r in rows} == {0.0}
+    updates = [0] + [sum(r["updated"] for r in rows[: i + 1]) for i in range(len(rows) - 1)]
+    assert [r["policy_version"] for r in rows] == updates and rows[0]["logprob_mismatch"] is None
     assert rows[0]["lr"] == pytest.approx(3e-3) and rows[0]["entropy"] > 0 and rows[0]["clip_fraction"] == 0.0
     assert result.plot_path is not None and result.plot_path.stat().st_size > 1000
     assert (result.final_model_dir / "model.safetensors").exists()

@@ -73,3 +73,38 @@ def test_loss_gradient_pushes_toward_positive_advantage():
     assert logits.grad[0, 0, 1] < 0  # descending the loss raises the sampled token's logit
     with pytest.raises(ValueError, match="reference"):
         pivotrl_loss(logp, logp.detach(), None, torch.tensor([1.0]), torch.ones(1, 1), beta=0.1)
+
+
+# ---------------------------------------------------------------------- engine/trainer importance weights
+
+
+def test_importance_weights_by_hand():
+    from pivot_envs.trainers.logprobs import pack
+    from pivot_envs.trainers.rollout_correction import engine_logprobs, importance_weights, mismatch_sums
+
+    batch = pack([[1, 2], [3]], [[4, 5, 6], [7, 8]], pad_id=0)
+    old = torch.tensor([[-1.0, -2.0, -0.5], [-1.0, -1.0, 0.0]])
+    engine = engine_logprobs([[-1.5, -2.0, -0.5 - math.log(4.0)], None], batch)  # row 2: no engine log-probs
+    assert engine.present.tolist() == [[1, 1, 1], [0, 0, 0]]
+    diff, count = mismatch_sums(old, engine)
+    assert count == 3 and diff == pytest.approx(0.5 + 0.0 + math.log(4.0))
+    w = importance_weights(old, engine, "token_truncate", 0.0, 3.0)
+    assert w[0].tolist() == pytest.approx([math.exp(0.5), 1.0, 3.0]) and w[1].tolist() == [1.0, 1.0, 1.0]
+    w = importance_weights(old, engine, "token_mask", 0.0, 3.0)
+    assert w[0].tolist() == pytest.approx([math.exp(0.5), 1.0, 0.0])
+    w = importance_weights(old, engine, "sequence_truncate", 0.0, 10.0)
+    assert w.shape == (2, 1) and w[0, 0] == pytest.approx(math.exp(0.5) * 4.0) and w[1, 0] == 1.0
+    w = importance_weights(old, engine, "sequence_mask", 0.0, 3.0)
+    assert w[:, 0].tolist() == [0.0, 1.0]
+    with pytest.raises(RuntimeError, match="3 log-probs for a completion of 2 tokens"):
+        engine_logprobs([None, [-1.0, -1.0, -1.0]], batch)
+
+
+def test_the_loss_weighs_each_token_by_its_importance_weight():
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    adv, mask = torch.tensor([1.0]), torch.ones(1, 2)
+    plain = pivotrl_loss(logp, logp.detach(), None, adv, mask, agg="token")
+    weighted = pivotrl_loss(logp, logp.detach(), None, adv, mask, agg="token", is_weight=torch.tensor([[2.0, 0.0]]))
+    assert float(plain.loss) == pytest.approx(-1.0) and float(weighted.loss) == pytest.approx(-1.0)
+    (grad,) = torch.autograd.grad(weighted.loss, logp)
+    assert grad[0].tolist() == pytest.approx([-1.0, 0.0])  # d/dlogp of -(2 * ratio_1 + 0 * ratio_2) / 2

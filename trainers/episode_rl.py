@@ -134,9 +134,10 @@ class EpisodeRLConfig(PivotRLConfig):
 
 
 def train_episode_rl(config: EpisodeRLConfig | dict[str, Any],
-                     on_step: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
-    """Train with end-to-end RL (or ARPO) on episodes; ``on_step(row)`` after every step."""
-    return EpisodeRLTrainer(config, on_step=on_step).train()
+                     on_step: Callable[[dict[str, Any]], None] | None = None, *, vllm_llm: Any = None) -> TrainResult:
+    """Train with end-to-end RL (or ARPO) on episodes; ``on_step(row)`` after every step (``vllm_llm``: as
+    :func:`~pivot_envs.trainers.pivotrl.train_pivotrl`)."""
+    return EpisodeRLTrainer(config, on_step=on_step, vllm_llm=vllm_llm).train()
 
 
 def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float]) -> list[_Row]:
@@ -162,12 +163,12 @@ class EpisodeRLTrainer(PivotRLTrainer):
     config: EpisodeRLConfig
 
     def __init__(self, config: EpisodeRLConfig | dict[str, Any],
-                 on_step: Callable[[dict[str, Any]], None] | None = None):
+                 on_step: Callable[[dict[str, Any]], None] | None = None, *, vllm_llm: Any = None):
         cfg = config if isinstance(config, EpisodeRLConfig) else EpisodeRLConfig.from_dict(config)
-        super().__init__(cfg, on_step=on_step)
+        super().__init__(cfg, on_step=on_step, vllm_llm=vllm_llm)
         if self.dist.world_size > 1:
             raise ConfigError("EpisodeRLTrainer runs in one process (torchrun with several is not supported yet)")
-        if cfg.sampling_batch_size is None:  # one generate call per round: every live episode of the step
+        if cfg.sampling_batch_size is None and self.rollout.name == "hf":  # one generate call per round
             self.agent.settings.batch_size = cfg.pivots_per_step * cfg.group_size
 
     # ------------------------------------------------------------------ setup
@@ -234,6 +235,8 @@ class EpisodeRLTrainer(PivotRLTrainer):
         def add(key: str, value: float) -> None:
             sums[key] += float(value)
 
+        sync_s = self.rollout.sync(unwrap(self.policy), self.updates)
+        version = self.rollout.policy_version
         with self._autocast():
             groups, stats = play_groups(self.make_env, self.agent, tasks, self.plan,
                                         seed=sampling_seed(cfg.seed, step, 0, 0),
@@ -283,6 +286,7 @@ class EpisodeRLTrainer(PivotRLTrainer):
             epoch=self.pivot_sampler.epoch,
             sample_s=t_sample, score_s=0.0, update_s=t_update, step_s=step_s,
             tokens_per_s=total.get("completion_tokens", 0.0) / step_s if step_s > 0 else None,
+            **self._engine_fields(total, version, sync_s, t_sample, step_s),
         )
         return row
 

@@ -6,6 +6,7 @@ Per completion token t of sample i::
     surr = min(w * A_i, clip(w, 1 - eps_low, 1 + eps_high) * A_i)
     kl   = exp(logp_ref - logp_theta) - (logp_ref - logp_theta) - 1         (k3 estimator, >= 0)
     objective_t = surr - beta * kl
+    objective_t *= is_weight_t          (only with rollout weights: the engine/trainer importance ratio)
 
 The loss is the negative objective, averaged over each sample's tokens and then
 over samples (``agg="sample"``, GRPO), or over all tokens of the batch
@@ -47,6 +48,7 @@ def pivotrl_loss(
     eps_high: float = 0.2,
     beta: float = 0.0,
     agg: str = "sample",
+    is_weight: torch.Tensor | None = None,
 ) -> LossOutput:
     """Loss over a batch of completions.
 
@@ -55,6 +57,8 @@ def pivotrl_loss(
             sampling and reference policies (``ref_logp`` may be None when ``beta == 0``).
         advantages: ``[B]`` one advantage per completion.
         mask: ``[B, T]`` 1 for completion tokens that count, 0 for padding and masked samples.
+        is_weight: ``[B, T]`` or ``[B, 1]`` constant weights of each token's objective (the truncated importance
+            ratio between the trainer's pi_old and the rollout engine's sampling policy), or None.
     """
     if agg not in ("sample", "token"):
         raise ValueError(f"agg must be 'sample' or 'token', got {agg!r}")
@@ -70,6 +74,8 @@ def pivotrl_loss(
             raise ValueError("beta > 0 needs the reference policy's log-probs")
         kl = k3_kl(logp, ref_logp)
         objective = objective - beta * kl
+    if is_weight is not None:
+        objective = objective * is_weight.detach().to(objective.dtype)
     loss = -_aggregate(objective, mask, agg)
     with torch.no_grad():
         n = mask.sum().clamp(min=1.0)

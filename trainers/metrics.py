@@ -37,7 +37,7 @@ from typing import Any, Iterable
 
 log = logging.getLogger("pivot_envs.trainers")
 
-TIMING_KEYS = ("sample_s", "score_s", "update_s", "step_s", "tokens_per_s")
+TIMING_KEYS = ("sample_s", "score_s", "update_s", "step_s", "tokens_per_s", "weight_sync_s", "sample_share")
 """Keys that measure wall time (they differ between two runs that are otherwise identical)."""
 
 

@@ -11,7 +11,8 @@
 One step (per process; ``torchrun`` runs several, see :mod:`.distributed`)::
 
     pivots   <- next minibatch of D_pivot (seeded epochs; each process takes its own share)
-    groups   <- G actions per pivot from pi_old: the ``hf`` agent on the policy's live weights
+    engine   <- the policy's weights, when the rollout engine (vLLM) does not hold the latest update yet
+    groups   <- G actions per pivot from pi_old: ``hf`` on the policy's live weights, or the vLLM engine
     scores   <- verifier.verify_many over the whole batch; verifier errors are masked and counted
     zero-variance groups: skipped, resampled or kept; PVPO: expert action injected into all-0 groups
     A_i      <- group advantages: grpo (r - mean) / (std + eps) | dr_grpo r - mean | pvpo r - V(s)
@@ -66,6 +67,8 @@ from pivot_envs.trainers.distributed import (
 from pivot_envs.trainers.logprobs import TokenBatch, completion_logprobs, pack
 from pivot_envs.trainers.loss import pivotrl_loss
 from pivot_envs.trainers.metrics import MetricsLogger, format_row, plot_metrics, truncate_metrics
+from pivot_envs.trainers.rollout_correction import engine_logprobs, importance_weights, mismatch_sums
+from pivot_envs.trainers.rollout_engine import build_rollout_engine
 from pivot_envs.trainers.sampling import Group, PivotSampler, build_sampler, expert_completion, sample_groups, sampling_seed
 from pivot_envs.trainers.schedule import build_scheduler
 from pivot_envs.trainers.scoring import GroupScores, ValueTable, score_groups
@@ -80,7 +83,8 @@ SUM_KEYS = (
     "groups", "samples", "masked", "completion_tokens", "completion_len_sum", "unscored_groups", "scored_groups",
     "zero_var_groups", "reward_sum", "reward_sq_sum", "reward_n", "strict_sum", "strict_n", "miss_num", "miss_den",
     "resampled_groups", "injected", "skipped_groups", "used_groups", "used_rows", "loss_sum", "kl_sum", "clip_sum",
-    "ratio_sum", "loss_tokens", "entropy_sum", "entropy_tokens",
+    "ratio_sum", "loss_tokens", "entropy_sum", "entropy_tokens", "mismatch_sum", "mismatch_tokens", "is_sum",
+    "is_tokens",
 )
 """Per-step counters summed over processes (every rank reduces the same keys, in the same order)."""
 
@@ -127,10 +131,15 @@ class _Row:
 
 
 def train_pivotrl(
-    config: PivotRLConfig | dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None = None
+    config: PivotRLConfig | dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None = None,
+    *, vllm_llm: Any = None,
 ) -> TrainResult:
-    """Train with PivotRL; ``on_step(row)`` is called on rank 0 after every step (for progress bars)."""
-    return PivotRLTrainer(config, on_step=on_step).train()
+    """Train with PivotRL; ``on_step(row)`` is called on rank 0 after every step (for progress bars).
+
+    ``vllm_llm``: with ``rollout_engine="vllm"``, an engine built elsewhere for a model of the same
+    architecture (the run loads its policy's weights into it first); ``None``: the run builds its own.
+    """
+    return PivotRLTrainer(config, on_step=on_step, vllm_llm=vllm_llm).train()
 
 
 class PivotRLTrainer:
@@ -140,7 +149,8 @@ class PivotRLTrainer:
     training (``trainer.policy``, ``trainer.tokenizer``) — e.g. to compare weights across ranks.
     """
 
-    def __init__(self, config: PivotRLConfig | dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None = None):
+    def __init__(self, config: PivotRLConfig | dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None = None,
+                 *, vllm_llm: Any = None):
         cfg = self.config = config if isinstance(config, PivotRLConfig) else PivotRLConfig.from_dict(config)
         if not cfg.model:
             raise ConfigError("PivotRLConfig.model is empty: set model to a model folder (save_pretrained) or hub id")
@@ -167,10 +177,16 @@ class PivotRLTrainer:
                                          min_lr_ratio=cfg.min_lr_ratio)
         self.step = 0
         self.rollout_turns_total = 0  # model calls (sampled actions) so far: the axis arms compare on
+        self.updates = 0  # optimizer updates so far: the policy version the rollout engine must hold
         if self.resume_dir is not None:
             self._restore(self.resume_dir)
+        if cfg.rollout_engine == "vllm" and self.dist.world_size > 1:
+            raise ConfigError("rollout_engine='vllm' runs in one process: torchrun with several processes would start "
+                              "one engine per process (not supported yet); use rollout_engine='hf' under torchrun")
         self.policy = wrap_ddp(self.policy, self.dist, self.device)
-        self.agent = build_sampler(unwrap(self.policy), self.tokenizer, cfg)
+        self.rollout = build_rollout_engine(cfg, unwrap(self.policy), self.tokenizer,
+                                            build_sampler(unwrap(self.policy), self.tokenizer, cfg), shared_llm=vllm_llm)
+        self.agent = self.rollout.agent
 
     # ------------------------------------------------------------------ setup
     def _check_output_dir(self) -> None:
@@ -256,6 +272,7 @@ class PivotRLTrainer:
         self.values.load_state_dict(state["values"])
         self.step = int(state["step"])
         self.rollout_turns_total = int(state.get("rollout_turns_total", 0))
+        self.updates = int(state.get("optimizer_updates", self.step * self.config.num_iterations))
         changed = sorted(k for k, v in state["config"].items()
                          if k not in RESUMABLE_CHANGES and self.config.to_dict().get(k) != v)
         if changed:
@@ -295,6 +312,7 @@ class PivotRLTrainer:
                 final_dir = self._save_final()
         finally:
             logger.close()
+            self.rollout.close()
         plot = None
         if cfg.plots and self.dist.is_main:
             plot = plot_metrics(self.metrics_path, self.output_dir / "metrics.png")
@@ -324,6 +342,8 @@ class PivotRLTrainer:
         def add(key: str, value: float) -> None:
             sums[key] += float(value)
 
+        sync_s = self.rollout.sync(unwrap(self.policy), self.updates)
+        version = self.rollout.policy_version
         groups = sample_groups(self.agent, pivots, cfg.group_size, sampling_seed(cfg.seed, step, rank, 0), self._autocast())
         t_sample = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -393,10 +413,27 @@ class PivotRLTrainer:
             epoch=self.pivot_sampler.epoch,
             sample_s=t_sample, score_s=t_score, update_s=t_update, step_s=step_s,
             tokens_per_s=total.get("completion_tokens", 0.0) / step_s if step_s > 0 else None,
+            **self._engine_fields(total, version, sync_s, t_sample, step_s),
         )
         return row
 
     # ------------------------------------------------------------------ pieces of a step
+    def _engine_fields(self, total: dict[str, float], version: int, sync_s: float, sample_s: float,
+                       step_s: float) -> dict[str, Any]:
+        """The rollout engine's columns of a metrics row (a contract: fields may be added, never renamed).
+
+        ``sample_s`` (the row's own) includes the weight sync before sampling; ``sample_share`` is its share of the step.
+        """
+        tokens = total.get("mismatch_tokens", 0.0)
+        return {
+            "rollout_engine": self.rollout.name,
+            "policy_version": version,
+            "weight_sync_s": sync_s,
+            "logprob_mismatch": total["mismatch_sum"] / tokens if tokens else None,
+            "is_weight_mean": total["is_sum"] / total["is_tokens"] if total.get("is_tokens") else None,
+            "sample_share": sample_s / step_s if step_s > 0 else None,
+        }
+
     def _autocast(self) -> contextlib.AbstractContextManager:
         """bfloat16 autocast on CUDA (not run here: no GPU), nothing on CPU."""
         if self.autocast_dtype is None:
@@ -468,6 +505,9 @@ class PivotRLTrainer:
         old: list[torch.Tensor | None] = [None] * len(batches)
         ref: list[torch.Tensor | None] = [None] * len(batches)
         recompute = cfg.old_logprobs == "recompute" or (cfg.old_logprobs == "auto" and cfg.num_iterations > 1)
+        engine_lp = [engine_logprobs([rows[i].sampler_logprobs for i in c], b) if b is not None else None
+                     for c, b in zip(chunks, batches)] if self.rollout.name == "vllm" else [None] * len(batches)
+        correct = self.rollout.name == "vllm" and cfg.rollout_is_correction
         with torch.no_grad(), self._autocast():
             for k, (c, b) in enumerate(zip(chunks, batches)):
                 if b is None:
@@ -496,8 +536,21 @@ class PivotRLTrainer:
                         logp, entropy = completion_logprobs(self.policy, b, with_entropy=iteration == 0)
                         advantages = torch.tensor([rows[i].advantage for i in c], device=self.device)
                         old_k = old[k] if old[k] is not None else logp.detach()
+                        weight = None
+                        if engine_lp[k] is not None:
+                            if iteration == 0:  # the trainer's pi_old against the engine that sampled
+                                diff, count = mismatch_sums(old_k, engine_lp[k])
+                                sums["mismatch_sum"] = sums.get("mismatch_sum", 0.0) + diff
+                                sums["mismatch_tokens"] = sums.get("mismatch_tokens", 0.0) + count
+                            if correct:
+                                weight = importance_weights(old_k, engine_lp[k], cfg.rollout_is_mode,
+                                                            cfg.rollout_is_min, cfg.rollout_is_max)
+                                if iteration == 0:
+                                    full = weight.expand_as(b.completion_mask) * b.completion_mask
+                                    sums["is_sum"] = sums.get("is_sum", 0.0) + float(full.sum())
+                                    sums["is_tokens"] = sums.get("is_tokens", 0.0) + float(b.completion_mask.sum())
                         result = pivotrl_loss(logp, old_k, ref[k], advantages, b.completion_mask, eps_low=cfg.eps_low,
-                                              eps_high=cfg.eps_high, beta=cfg.beta, agg=cfg.loss_agg)
+                                              eps_high=cfg.eps_high, beta=cfg.beta, agg=cfg.loss_agg, is_weight=weight)
                     micro_norm = len(c) if cfg.loss_agg == "sample" else float(b.completion_mask.sum())
                     (result.loss * (micro_norm / norm * world)).backward()  # DDP divides by world again
                 tokens = float(b.completion_mask.sum())
@@ -512,6 +565,7 @@ class PivotRLTrainer:
             max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, max_norm)))
             self.optimizer.step()
+            self.updates += 1
             self.scheduler.step()
         sums["loss_sum"] = sums.get("loss_sum", 0.0) / cfg.num_iterations
         out.update(grad_norm=sum(grad_norms) / len(grad_norms), updated=True)
@@ -598,6 +652,7 @@ class PivotRLTrainer:
             "pivot_sampler": self.pivot_sampler.state_dict(),
             "values": self.values.state_dict(),
             "rollout_turns_total": self.rollout_turns_total,
+            "optimizer_updates": self.updates,
             "config": self.config.to_dict(),
         }
         path = ckpt.save_checkpoint(ckpt.checkpoint_path(self.output_dir, self.step), model=unwrap(self.policy),
