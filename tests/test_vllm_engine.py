@@ -140,3 +140,30 @@ def test_episode_trainers_on_vllm(llm, model_dir, tmp_path, rollout):
     assert [r["policy_version"] for r in rows] == [0, 1]
     assert rows[1]["weight_sync_s"] > 0 and all(r["rollout_turns"] > 0 for r in rows)
     assert all(r["logprob_mismatch"] is not None and r["logprob_mismatch"] < 0.05 for r in rows)
+
+
+def test_lora_policy_reaches_the_engine_merged(llm, model_dir, pivots, tmp_path):
+    from pivot_envs.trainers.pivotrl import PivotRLTrainer
+
+    config = dict(model=str(model_dir), domain="terminal", split="train", output_dir=str(tmp_path / "lora"), steps=2,
+                  pivots_per_step=2, group_size=4, max_new_tokens=32, lr=5e-2, zero_variance="keep", save_every=0,
+                  plots=False, rollout_engine="vllm", vllm_dtype="float32", num_threads=1, lora_r=4, lora_alpha=8)
+    trainer = PivotRLTrainer(config, vllm_llm=llm)
+    policy, tokenizer, agent = trainer.policy, trainer.tokenizer, trainer.rollout.agent
+    trainer.rollout.sync(policy, 0)  # adapters start at zero: the engine holds the base
+    policy.eval()
+    with torch.no_grad():  # move every adapter far from zero: the merged weights must differ from the base
+        generator = torch.Generator().manual_seed(1)
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.1)
+    worst, _ = engine_matches(agent, policy, tokenizer, pivots)
+    assert worst > 1e-3
+    trainer.rollout.sync(policy, 1)
+    worst, same = engine_matches(agent, policy, tokenizer, pivots)
+    assert worst < 1e-4 and same
+    assert any("lora_B" in name for name, _ in policy.named_parameters())  # still unmerged after the sync
+    policy.train()
+    trainer.train()
+    rows = read_metrics(trainer.metrics_path)
+    assert [r["policy_version"] for r in rows] == [0, 1] and all(r["logprob_mismatch"] < 0.05 for r in rows)
