@@ -83,6 +83,15 @@ def time_profile(agent: dict[str, Any], pivots: Path, k: int, out: Path) -> dict
             "mean_reward": statistics.fmean(r["profile"]["mean"] for r in rows)}
 
 
+def cached(path: Path, measure: Any) -> dict[str, Any]:
+    """A measurement kept in the working folder: a rerun with the same ``--work`` reuses it (resumable)."""
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    result = measure()
+    path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return result
+
+
 def bench_profile(model: Path, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     pivots = pivot_file(args.pivots, work)
     common = {"model": str(model), "max_new_tokens": args.max_new_tokens, "temperature": 1.0}
@@ -94,7 +103,8 @@ def bench_profile(model: Path, args: argparse.Namespace, work: Path) -> dict[str
     out: dict[str, Any] = {}
     for name, agent in runs.items():
         log(f"profile {model.name} with {name} ...")
-        out[name] = time_profile(agent, pivots, args.k, work / f"profile-{model.name}-{name}.jsonl")
+        out[name] = cached(work / f"profile-{model.name}-{name}.json",
+                           lambda: time_profile(agent, pivots, args.k, work / f"profile-{model.name}-{name}.jsonl"))
         log(f"  {out[name]['seconds']:.1f} s")
     same = all(out[n]["keys"] == out["hf"]["keys"] and out[n]["profile_keys"] == out["hf"]["profile_keys"] for n in out)
     out["same_schema"] = same
@@ -111,9 +121,10 @@ def bench_steps(model: Path, engine: str, args: argparse.Namespace, work: Path) 
                   output_dir=str(work / f"steps-{model.name}-{engine}"), overwrite_output_dir=True, steps=args.steps,
                   pivots_per_step=args.pivots_per_step, group_size=args.group_size, max_new_tokens=args.max_new_tokens,
                   lr=1e-5, zero_variance="keep", save_every=0, plots=False, rollout_engine=engine,
-                  vllm_dtype=args.train_vllm_dtype, num_threads=args.threads, lora_r=args.lora_r, device="cpu")
+                  vllm_dtype=args.train_vllm_dtype, num_threads=args.threads, lora_r=args.lora_r, device="cpu",
+                  max_prompt_tokens=args.max_prompt_tokens, grad_accum_steps=args.grad_accum)
     log(f"{args.steps} PivotRL steps on {model.name} with rollout_engine={engine} ...")
-    rows = read_metrics(train_pivotrl(config).metrics_path)
+    rows = cached(work / f"steps-{model.name}-{engine}.json", lambda: read_metrics(train_pivotrl(config).metrics_path))
     later = rows[1:] or rows
 
     def mean(key: str) -> float | None:
@@ -172,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--group-size", type=int, default=4)
     ap.add_argument("--lora-r", type=int, default=0)
     ap.add_argument("--train-vllm-dtype", default="bfloat16")
+    ap.add_argument("--max-prompt-tokens", type=int, default=None, help="trainer steps: the prompt window")
+    ap.add_argument("--grad-accum", type=int, default=1, help="trainer steps: micro-batches (memory only)")
+    ap.add_argument("--profile-models", nargs="+", default=["smollm2", "tiny"], help="the models that are profiled")
     ap.add_argument("--skip-profile", action="store_true")
     ap.add_argument("--skip-steps", action="store_true")
     ap.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one)")
@@ -191,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         model = model_folder(name, work)
         entry: dict[str, Any] = {"folder": str(model), "parameters": parameters(model)}
-        if not args.skip_profile:
+        if not args.skip_profile and name in args.profile_models:
             entry["profile"] = bench_profile(model, args, work)
         if not args.skip_steps:
             entry["steps"] = {engine: bench_steps(model, engine, args, work) for engine in ("hf", "vllm")}
