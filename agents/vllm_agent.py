@@ -15,7 +15,8 @@ Prompts are the ``hf`` agent's, token for token (:mod:`pivot_envs.agents.prompti
 model's own transformers tokenizer) and are passed to vLLM as token ids. One request per pivot asks
 for ``n`` samples, so the prompt is computed once per pivot; with prefix caching (on by default)
 pivots that share a conversation prefix share its KV cache too. The sampling params of a pivot are
-seeded from ``(seed, pivot id)``: samples do not depend on the batch around them.
+seeded from ``(seed, pivot id)``: samples do not depend on the batch around them. A pivot that appears
+several times in one call (the rollouts of a task in a GRPO group) is seeded by its occurrence too.
 
 ``Completion.token_ids`` holds the sampled tokens, the end-of-sequence token included when the
 model stopped (as the ``hf`` agent). ``Completion.logprobs`` are vLLM's log-probs of those tokens
@@ -153,7 +154,7 @@ class VLLMAgent(Agent):
         seed = self.settings.seed if seed is None else int(seed)
         prompts = [self._tokens_prompt(prompt_token_ids=encode_prompt(self.tokenizer, p, self.prompt_config))
                    for p in pivots]
-        params = [self.sampling_params(n, int(stable_hash("vllm", seed, p.id), 16) % (2**31)) for p in pivots]
+        params = [self.sampling_params(n, request_seed(seed, p.id, k)) for p, k in zip(pivots, occurrences(pivots))]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         return [[_completion(o) for o in out.outputs] for out in outputs]
 
@@ -172,6 +173,23 @@ class VLLMAgent(Agent):
         if self._owns_engine and self.llm is not None:
             shutdown_llm(self.llm)
         self.llm = None
+
+
+def occurrences(pivots: Sequence[Pivot]) -> list[int]:
+    """For each pivot, how many pivots with its id come before it in the call (0 for the first)."""
+    seen: dict[str, int] = {}
+    out = []
+    for p in pivots:
+        out.append(seen.get(p.id, 0))
+        seen[p.id] = out[-1] + 1
+    return out
+
+
+def request_seed(seed: int, pivot_id: str, occurrence: int) -> int:
+    """The seed of one request: ``(seed, pivot id)``, and the occurrence for a repeated pivot (the rollouts of
+    one task in a group share their first pivot; with one seed they would all be the same episode)."""
+    parts: tuple[Any, ...] = ("vllm", seed, pivot_id) if occurrence == 0 else ("vllm", seed, pivot_id, occurrence)
+    return int(stable_hash(*parts), 16) % (2**31)
 
 
 def _completion(output: Any) -> Completion:

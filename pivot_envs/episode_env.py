@@ -784,7 +784,7 @@ def run_episodes(
 
     Up to ``batch_size`` episodes are live at once, each in its own env (``make_env()``, reused for
     the next start when one finishes); every round advances all live episodes by one turn with ONE
-    ``agent.sample(pivots, 1, seed=seed)`` call. Resets and steps (world and user-simulator calls)
+    ``agent.sample(pivots, 1, seed=...)`` call, seeded from ``seed`` and the round. Resets and steps (world and user-simulator calls)
     run on ``workers`` threads. ``on_done(row)`` is called as each episode finishes.
     """
     from pivot_envs.agents import build_agent
@@ -828,9 +828,13 @@ def run_episodes(
         while len(envs) < min(batch_size, len(queue)):
             envs.append(make_env())
         live = fill(list(envs))
+        round_ = 0
         while live:
             pivots = [env.current_pivot() for env in live]
-            groups = agent.sample(pivots, 1, seed=seed)
+            # a seed per round: agents that seed a sample by (seed, pivot id) would otherwise replay a
+            # repeat of a task that starts in a later round exactly as its first play
+            groups = agent.sample(pivots, 1, seed=int(stable_hash("episode-round", seed, round_), 16) % (2**63))
+            round_ += 1
             actions = [g[0].action for g in groups]
             parallel(lambda pair: pair[0].step(pair[1]), list(zip(live, actions)))
             idle = []

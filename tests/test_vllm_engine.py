@@ -7,6 +7,7 @@ installed they skip.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -179,3 +180,24 @@ def test_lora_policy_reaches_the_engine_merged(llm, model_dir, pivots, tmp_path)
     trainer.train()
     rows = read_metrics(trainer.metrics_path)
     assert [r["policy_version"] for r in rows] == [0, 1] and all(r["logprob_mismatch"] < 0.05 for r in rows)
+
+
+def test_repeated_pivots_in_one_call_and_repeated_episodes_are_sampled_apart(llm, model_dir):
+    """The rollouts of one task in a group share their first pivot, and evaluation repeats replay a task: each
+    must be its own sample, not one sample copied (a flat group, a pass@1 over one sample)."""
+    from pivot_envs.episode_env import EpisodeEnv, episode_starts, run_episodes
+
+    agent = VLLMAgent(str(model_dir), llm=llm, dtype="float32", max_new_tokens=24)
+    pivot = resolve_pivots(None, domain="terminal", split="test")[0]
+    groups = agent.sample([pivot] * 6, n=1, seed=0)
+    assert len({tuple(g[0].token_ids) for g in groups}) > 1
+    assert groups[0][0].token_ids == agent.sample([pivot], n=1, seed=0)[0][0].token_ids  # the first keeps its seed
+
+    def make_env():
+        return EpisodeEnv(domain="terminal", split="test", max_turns=3, score_turns=False)
+
+    env = make_env()
+    start = episode_starts(env)[:1]
+    env.close()
+    rows = run_episodes(make_env, start * 6, agent, batch_size=1, seed=0)  # one at a time: only the round differs
+    assert len({json.dumps(r["messages"], sort_keys=True) for r in rows}) > 1
