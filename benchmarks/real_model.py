@@ -310,9 +310,10 @@ def model_info(model_dir: Path) -> dict[str, Any]:
 
 
 def engine_options(s: Settings) -> dict[str, Any]:
-    """``vllm.LLM`` options: chunked prefill off (see the module docstring), a context for prompt + action."""
+    """``vllm.LLM`` options: a context for prompt + action, and a step that takes a whole prompt (on a CPU the
+    engine prefills prompts whole; see the module docstring)."""
     context = max(2048, s.max_prompt_tokens + s.max_new_tokens)
-    return {"enable_chunked_prefill": False, "max_model_len": context, "max_num_batched_tokens": max(4096, context)}
+    return {"max_model_len": context, "max_num_batched_tokens": max(4096, context)}
 
 
 def build_engine(model_dir: Path, s: Settings) -> Any:

@@ -153,7 +153,7 @@ def table(results: dict[str, Any]) -> str:
         if "steps" in r:
             lines.append("trainer steps (means over steps 2..N)")
             lines.append("| rollout_engine | step s | sample s | update s | sample share | weight sync s | "
-                         "log-prob mismatch | sampled tok/s |")
+                         "log-prob mismatch | sampled tokens per step-second |")
             lines.append("|---|---|---|---|---|---|---|---|")
             for engine, s in r["steps"].items():
                 cells = [s[k] for k in ("step_s", "sample_s", "update_s", "sample_share", "weight_sync_s",
@@ -163,9 +163,10 @@ def table(results: dict[str, Any]) -> str:
 
 
 def parameters(model: Path) -> int:
+    import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    with __import__("torch").device("meta"):
+    with torch.device("meta"):
         m = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model))
     return sum(p.numel() for p in m.parameters())
 

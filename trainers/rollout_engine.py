@@ -2,10 +2,10 @@
 
 ::
 
-    engine = build_rollout_engine(config, policy, tokenizer)     # config.rollout_engine: "hf" | "vllm"
-    engine.sync(policy, updates)        # before sampling: the engine's weights include ``updates`` updates
-    engine.agent.sample(pivots, n=8)    # the sampler every trainer step uses
-    engine.policy_version, engine.last_sync_s
+    engine = build_rollout_engine(config, policy, tokenizer, hf_agent)   # config.rollout_engine: "hf" | "vllm"
+    seconds = engine.sync(policy, updates)   # before sampling: the engine's weights include ``updates`` updates
+    engine.agent.sample(pivots, n=8)         # the sampler every trainer step uses
+    engine.policy_version
 
 ``hf`` samples with transformers' ``generate`` on the policy's live weights: nothing to sync, the
 sampler always has every update. ``vllm`` samples with an in-process vLLM engine colocated with the
@@ -30,9 +30,6 @@ from typing import Any
 
 from pivot_envs.agents.base import Agent
 
-ENGINES = ("hf", "vllm")
-
-
 class HFRolloutEngine:
     """Sampling on the policy's live weights (transformers ``generate``): always up to date."""
 
@@ -41,11 +38,9 @@ class HFRolloutEngine:
     def __init__(self, agent: Agent):
         self.agent = agent
         self.policy_version = 0
-        self.last_sync_s = 0.0
 
     def sync(self, policy: Any, updates: int) -> float:
         self.policy_version = int(updates)
-        self.last_sync_s = 0.0
         return 0.0
 
     def close(self) -> None:
@@ -56,34 +51,27 @@ class VLLMRolloutEngine:
     """An in-process vLLM engine whose weights follow the policy's.
 
     Args:
-        agent: a :class:`~pivot_envs.agents.vllm_agent.VLLMAgent` (its engine receives the weights).
-        owns_agent: close the agent (and its engine) in :meth:`close`.
+        agent: a :class:`~pivot_envs.agents.vllm_agent.VLLMAgent` (its engine receives the weights; closing
+            the agent stops the engine only when the agent built it).
     """
 
     name = "vllm"
 
-    def __init__(self, agent: Any, *, owns_agent: bool = True):
+    def __init__(self, agent: Any):
         self.agent = agent
-        self.owns_agent = owns_agent
         self.policy_version = -1  # the engine holds the checkpoint's weights until the first sync
-        self.last_sync_s = 0.0
-        self.syncs = 0
 
     def sync(self, policy: Any, updates: int) -> float:
         """Load ``policy``'s weights into the engine unless it already holds ``updates`` updates; seconds taken."""
         if updates == self.policy_version:
-            self.last_sync_s = 0.0
             return 0.0
         start = time.perf_counter()
         load_weights(self.agent.llm, engine_weights(policy))
         self.policy_version = int(updates)
-        self.syncs += 1
-        self.last_sync_s = time.perf_counter() - start
-        return self.last_sync_s
+        return time.perf_counter() - start
 
     def close(self) -> None:
-        if self.owns_agent:
-            self.agent.close()
+        self.agent.close()
 
 
 def load_weights(llm: Any, weights: list[tuple[str, Any]]) -> None:
@@ -157,5 +145,5 @@ def build_rollout_engine(config: Any, policy: Any, tokenizer: Any, hf_agent: Age
                     gpu_memory_utilization=config.vllm_gpu_memory_utilization, kv_cache_gib=config.vllm_kv_cache_gib,
                     engine=dict(config.vllm_engine))
     agent = VLLMAgent(config.model, llm=shared_llm, tokenizer=tokenizer, **settings)
-    return VLLMRolloutEngine(agent, owns_agent=True)
+    return VLLMRolloutEngine(agent)
 
