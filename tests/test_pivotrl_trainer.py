@@ -295,6 +295,13 @@ def test_training_raises_the_mean_reward(toy, tmp_path):
                 "grad_norm", "sample_s", "score_s", "update_s", "strict_reward_mean", "miss_rate"):
         assert key in rows[-1]
     assert rows[0]["kl"] is None  # beta = 0: no reference model
+    # throughput: the update's tokens hold the prompts too, so they outnumber the sampled ones it trains on
+    for r in rows:
+        assert r["sample_tokens_per_s"] > 0
+        if r["updated"]:
+            assert r["train_tokens"] > r["used_samples"] and r["train_tokens_per_s"] > 0
+        else:
+            assert r["train_tokens"] == 0
     # the rollout engine's columns: hf samples on the live weights, so every update is there at once
     assert {r["rollout_engine"] for r in rows} == {"hf"} and {r["weight_sync_s"] for r in rows} == {0.0}
     updates = [0] + [sum(r["updated"] for r in rows[: i + 1]) for i in range(len(rows) - 1)]

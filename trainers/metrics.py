@@ -24,6 +24,10 @@ Keys of a row (every value summed or averaged over all processes)::
     pvpo_refreshed                    pivots whose V(s) was re-estimated at this step (pvpo only)
     sample_s, score_s, update_s,      wall seconds of the phases (on rank 0) and of the step;
     step_s, tokens_per_s              sampled completion tokens (all processes) per second of the step
+    sample_tokens_per_s               sampled completion tokens per second of sampling (generation throughput)
+    train_tokens, train_tokens_per_s  tokens (prompt + completion, no padding) through the policy's forward and
+                                      backward passes of the update (all iterations), and their rate over update_s
+                                      (which also holds the pi_old / reference forwards: a lower bound)
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from typing import Any, Iterable
 
 log = logging.getLogger("pivot_envs.trainers")
 
-TIMING_KEYS = ("sample_s", "score_s", "update_s", "step_s", "tokens_per_s", "weight_sync_s", "sample_share")
+TIMING_KEYS = ("sample_s", "score_s", "update_s", "step_s", "tokens_per_s", "weight_sync_s", "sample_share",
+               "sample_tokens_per_s", "train_tokens_per_s")
 """Keys that measure wall time (they differ between two runs that are otherwise identical)."""
 
 

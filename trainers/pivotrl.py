@@ -84,7 +84,7 @@ SUM_KEYS = (
     "zero_var_groups", "reward_sum", "reward_sq_sum", "reward_n", "strict_sum", "strict_n", "miss_num", "miss_den",
     "resampled_groups", "injected", "skipped_groups", "used_groups", "used_rows", "loss_sum", "kl_sum", "clip_sum",
     "ratio_sum", "loss_tokens", "entropy_sum", "entropy_tokens", "mismatch_sum", "mismatch_tokens", "is_sum",
-    "is_tokens",
+    "is_tokens", "train_tokens",
 )
 """Per-step counters summed over processes (every rank reduces the same keys, in the same order)."""
 
@@ -413,6 +413,9 @@ class PivotRLTrainer:
             epoch=self.pivot_sampler.epoch,
             sample_s=t_sample, score_s=t_score, update_s=t_update, step_s=step_s,
             tokens_per_s=total.get("completion_tokens", 0.0) / step_s if step_s > 0 else None,
+            train_tokens=int(total.get("train_tokens", 0.0)),
+            train_tokens_per_s=total.get("train_tokens", 0.0) / t_update if t_update > 0 else None,
+            sample_tokens_per_s=total.get("completion_tokens", 0.0) / t_sample if t_sample > 0 else None,
             **self._engine_fields(total, version, sync_s, t_sample, step_s),
         )
         return row
@@ -554,6 +557,7 @@ class PivotRLTrainer:
                     micro_norm = len(c) if cfg.loss_agg == "sample" else float(b.completion_mask.sum())
                     (result.loss * (micro_norm / norm * world)).backward()  # DDP divides by world again
                 tokens = float(b.completion_mask.sum())
+                sums["train_tokens"] = sums.get("train_tokens", 0.0) + float(b.attention_mask.sum())
                 sums["loss_sum"] = sums.get("loss_sum", 0.0) + float(result.loss.detach()) * micro_norm / norm
                 for key, value in (("kl_sum", result.kl), ("clip_sum", result.clip_fraction),
                                    ("ratio_sum", result.ratio_mean)):
