@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.types import stable_hash
 
-ARMS = ("base", "sft", "pivotrl", "no_filter", "strict_reward", "pvpo", "e2e", "arpo")
+ARMS = ("base", "sft", "pivotrl", "no_filter", "strict_reward", "pvpo", "e2e", "e2e_credit", "arpo")
 """Arm names, in the order of the report's table."""
 
 ARM_TITLES = {
@@ -41,13 +41,17 @@ ARM_TITLES = {
     "strict_reward": "- functional reward (random D_cand + strict)",
     "pvpo": "PVPO advantages",
     "e2e": "E2E RL (GRPO over whole episodes, task success)",
+    "e2e_credit": "E2E RL + turn-level credit (turn rewards on the expert's path)",
     "arpo": "ARPO (E2E RL + entropy branching)",
 }
 
-EPISODE_ARMS = ("e2e", "arpo")
+EPISODE_ARMS = ("e2e", "e2e_credit", "arpo")
 """Arms trained on whole episodes (tasks) instead of pivots."""
 
-CURVE_ARMS = ("pivotrl", "e2e", "arpo")
+CURVE_ARMS = ("pivotrl", "e2e", "e2e_credit", "arpo")
+
+TURN_CREDIT = 0.5
+"""``turn_credit`` of the ``e2e_credit`` arm (:class:`~pivot_envs.trainers.episode_rl.EpisodeRLConfig`)."""
 """Arms whose task success is measured along training (``RunSettings.curve_every``): Figure 1's curves."""
 
 
@@ -271,7 +275,7 @@ def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str,
         max_turns=settings.max_turns, rollout="arpo" if spec.arm == "arpo" else "group",
         arpo_initial=max(1, settings.group_size // 2), save_every=_curve_checkpoints(spec, settings),
         save_total_limit=None, log_every=10 ** 6, plots=True, device="cpu", num_threads=settings.num_threads,
-        episode_workers=1,
+        episode_workers=1, turn_credit=TURN_CREDIT if spec.arm == "e2e_credit" else 0.0,
     )
     return cfg
 

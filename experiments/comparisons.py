@@ -37,8 +37,9 @@ from pivot_envs.experiments.stats import drop_missing, mcnemar, paired_bootstrap
 HEADLINE = "task success: pass@1 at temperature 1 (mean over the episodes of each held-out task)"
 
 
-PAIRS = (("pivotrl", "sft"), ("pivotrl", "no_filter"), ("no_filter", "strict_reward"))
-"""Arm-to-arm comparisons beside ``ARM_vs_base``: PivotRL vs SFT and Table 4's ordering."""
+PAIRS = (("pivotrl", "sft"), ("pivotrl", "no_filter"), ("no_filter", "strict_reward"), ("e2e_credit", "e2e"))
+"""Arm-to-arm comparisons beside ``ARM_vs_base``: PivotRL vs SFT, Table 4's ordering, and turn-level credit
+against plain E2E RL."""
 
 
 def paired_comparisons(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> dict[str, dict[str, Any]]:

@@ -48,7 +48,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pivot_envs.experiments.arms import ARMS, RunSettings, RunSpec, execute_run, quiet_transformers, read_run, run_many
+from pivot_envs.experiments.arms import (ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run, quiet_transformers, read_run,
+                                        run_many)
 from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
 from pivot_envs.pipeline.filter import is_scored
 from pivot_envs.types import Pivot, stable_hash
@@ -794,7 +795,7 @@ def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], sel
                                      f"n=|D_adv({lam})|", ("test",)))
             elif arm == "pvpo":
                 specs.append(RunSpec("pvpo", seed, sets["pvpo"], selection["rl_lr"], "pvpo", ("test",), rollouts))
-            elif arm in ("e2e", "arpo"):
+            elif arm in EPISODE_ARMS:
                 specs.append(RunSpec(arm, seed, None, selection["rl_lr"], "tasks=candidates", ("test",),
                                      tasks=sets["train_tasks"]))
     todo = [s for s in specs if "test" not in read_run(s, settings)]

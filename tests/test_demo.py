@@ -50,17 +50,24 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     assert {"diff", "ci_low", "ci_high", "p_value"} <= set(comp) and comp["ci_low"] <= comp["diff"] <= comp["ci_high"]
     assert comp["n"] == 3 and 0.0 <= comp["p_value"] <= 1.0 and comp["per_turn"]["test"] == "mcnemar-exact"
     assert set(report["comparisons"]) == ({f"{a}_vs_base" for a in ARMS if a != "base"} | {"ood_retention"}
-                                          | {"pivotrl_vs_sft", "pivotrl_vs_no_filter", "no_filter_vs_strict_reward"})
+                                          | {"pivotrl_vs_sft", "pivotrl_vs_no_filter", "no_filter_vs_strict_reward",
+                                             "e2e_credit_vs_e2e"})
     retention = report["comparisons"]["ood_retention"]
     assert retention["n"] == 200 and retention["ci_low"] <= retention["diff"] <= retention["ci_high"]
     # the episode arms train on whole tasks and count their rollout turns and tool calls
-    for name in ("e2e", "arpo"):
+    for name in ("e2e", "e2e_credit", "arpo"):
         arm = report["arms"][name]
         assert arm["rollout_turns"] == arm["train_rollouts"] > 0 and arm["episodes"] > 0, name
     # Figure 1: task success along training against cumulative rollout turns (profiling included)
     curve = report["arms"]["pivotrl"]["curve"]
     assert [p["step"] for p in curve] == [1, 2] and curve[0]["rollout_turns"] > report["profile"]["rollouts"]
     assert [p["step"] for p in report["arms"]["e2e"]["curve"]] == [1, 2]
+    assert [p["step"] for p in report["arms"]["e2e_credit"]["curve"]] == [1, 2]
+    # e2e_credit differs from e2e only by its turn credit: its episodes score their turns, e2e's do not
+    for name, scored in (("e2e_credit", True), ("e2e", False)):
+        metrics = out / "runs" / report["arms"][name]["per_seed"][0]["run"] / "train" / "metrics.jsonl"
+        rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+        assert all((r["scored_turns"] > 0) == scored for r in rows), name
     assert (out / "turns.png").exists()
 
     # every stage left its output

@@ -159,6 +159,48 @@ def test_turn_rows_train_on_assistant_tokens_only():
     assert float(out.loss) == pytest.approx(-0.5)
 
 
+def _scored(prompt, tokens, reward):
+    turn = _turn(prompt, tokens)
+    turn.reward = reward
+    return turn
+
+
+def test_turn_credit_by_hand():
+    """w = 0.5; rbar = mean(1, 1, 1, 0) = 0.75 over the scored rollouts' scored turns (the errored rollout's 0.0
+    and the off-path None are left out): A's turns 1 + 0.5 * 0.25; B's -1 + 0.125, -1 - 0.375, and -1 off the path."""
+    from pivot_envs.trainers.episode_rl import group_turn_mean
+
+    a = Rollout("t", 0, turns=[_scored([1], [5], 1.0), _scored([1, 5], [6], 1.0)], success=True)
+    b = Rollout("t", 1, turns=[_scored([1], [5], 1.0), _scored([1, 5], [7], 0.0), _scored([1, 5, 7], [8], None)],
+                success=False)
+    broken = Rollout("t", 2, turns=[_scored([1], [9], 0.0)], success=None, error="world down")
+    assert group_turn_mean([a, b, broken]) == pytest.approx(0.75)
+    rows = turn_rows([a, b, broken], [1.0, -1.0, 0.0], turn_credit=0.5)
+    assert [r.advantage for r in rows] == pytest.approx([1.125, 1.125, -0.875, -1.375, -1.0])
+    assert [r.advantage for r in turn_rows([a, b, broken], [1.0, -1.0, 0.0])] == [1.0, 1.0, -1.0, -1.0, -1.0]
+
+
+def test_played_turns_carry_the_envs_turn_reward(task):
+    """On the real terminal world: the expert's turns are on the path (1.0 each); a wrong first call scores 0.0
+    and every later turn is off the path (None)."""
+    groups, _ = play_groups(make_env(task), TokenReplay(), [task], RolloutPlan(group_size=2),
+                            encode=context_length)
+    assert [t.reward for t in groups[0][0].turns] == [1.0, 1.0, 1.0, 1.0]
+
+    class WrongFirst(TokenReplay):
+        def sample(self, pivots, n, *, seed=None):
+            out = super().sample(pivots, n, seed=seed)
+            if len(pivots[0].context) == 2:  # the task's first turn: another command
+                out = [[Completion("", {"type": "tool_call", "tool_calls": [
+                    {"name": "bash", "arguments": {"command": "echo nothing-to-see"}}]}, [1], None)] for _ in out]
+            return out
+
+    groups, _ = play_groups(make_env(task), WrongFirst(), [task], RolloutPlan(group_size=2),
+                            encode=context_length)
+    rewards = [t.reward for t in groups[0][0].turns]
+    assert rewards[0] == 0.0 and len(rewards) > 1 and all(r is None for r in rewards[1:])
+
+
 def test_real_episode_tool_results_stay_in_prompts(task):
     """With a real tokenizer and the real terminal world: each tool result's text is in the next turn's
     prompt, never in a trained completion."""
@@ -238,6 +280,23 @@ def test_trainer_runs_steps_and_counts_rollout_turns(tiny, rollout):
     assert again[0] == rows[0] and again[1]["cumulative_rollout_turns"] == rows[1]["cumulative_rollout_turns"]
 
 
+def test_turn_credit_trains_on_scored_turns(tiny):
+    """With turn credit the episodes score their turns: the rows report the turn rewards; without, none."""
+    from pivot_envs.trainers.episode_rl import train_episode_rl
+
+    root, model = tiny
+    cfg = dict(model=str(model), domain="terminal", tasks=str(root / "tasks.jsonl"), steps=1, pivots_per_step=2,
+               group_size=2, max_turns=2, max_new_tokens=16, lr=1e-3, device="cpu", save_every=0, num_threads=1,
+               plots=False, zero_variance="keep")
+    credited = train_episode_rl({**cfg, "output_dir": str(root / "credit"), "turn_credit": 0.5})
+    row = [json.loads(line) for line in credited.metrics_path.read_text().splitlines()][0]
+    assert row["scored_turns"] >= row["episodes"] == 4  # every episode's first turn starts on the path
+    assert 0.0 <= row["turn_reward_mean"] <= 1.0
+    plain = train_episode_rl({**cfg, "output_dir": str(root / "plain")})
+    row = [json.loads(line) for line in plain.metrics_path.read_text().splitlines()][0]
+    assert row["scored_turns"] == 0 and row["turn_reward_mean"] is None
+
+
 def test_config_errors_name_the_field():
     from pivot_envs.config import ConfigError
 
@@ -249,6 +308,8 @@ def test_config_errors_name_the_field():
         EpisodeRLConfig(model="m", advantage="pvpo")
     with pytest.raises(ConfigError, match="tasks"):
         EpisodeRLConfig(model="m", pivots="p.jsonl")
+    with pytest.raises(ConfigError, match="turn_credit"):
+        EpisodeRLConfig(model="m", turn_credit=-0.5)
 
 
 def test_example_configs_train_from_the_cli(tiny):

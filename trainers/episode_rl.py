@@ -24,6 +24,9 @@ One step::
     rows     <- every assistant turn of every rollout: (the prompt it was sampled from, its tokens,
                 A_j). Tool results and user replies are only in prompts: masked. A branch carries its
                 parent's turns before the branch point (ARPO's soft advantage attribution)
+                turn_credit = w > 0: a turn t with a turn reward r_t (the domain verifier's score while
+                the episode is on the expert's path) gets A_j + w * (r_t - mean of the group's turn
+                rewards); a turn off the path gets A_j alone (turn_rows)
     update   <- the PivotRL loss and optimiser (trainers.pivotrl.PivotRLTrainer._update)
 
 Every metrics row counts ``rollout_turns`` (model calls: sampled turns), ``tool_calls`` and
@@ -49,14 +52,16 @@ from pivot_envs.trainers.logprobs import completion_logprobs, pack
 from pivot_envs.trainers.pivotrl import SUM_KEYS, PivotRLTrainer, TrainResult, _metrics_row, _Row
 from pivot_envs.trainers.sampling import PivotSampler, sampling_seed
 
-__all__ = ["EpisodeRLConfig", "EpisodeRLTrainer", "train_episode_rl", "turn_rows"]
+__all__ = ["EpisodeRLConfig", "EpisodeRLTrainer", "group_turn_mean", "scored_turn_rewards", "train_episode_rl",
+           "turn_rows"]
 
 log = logging.getLogger("pivot_envs.trainers")
 
 ROLLOUTS = ("group", "arpo")
 
 EPISODE_SUM_KEYS = SUM_KEYS + ("rollout_turns", "tool_calls", "replayed_steps", "branches", "topped_up",
-                               "turns_sum", "episodes", "errors", "truncated", "rounds")
+                               "turns_sum", "episodes", "errors", "truncated", "rounds", "turn_reward_sum",
+                               "turn_reward_n")
 
 
 @dataclass
@@ -97,6 +102,14 @@ class EpisodeRLConfig(PivotRLConfig):
     episode_workers: int = 2
     """Threads for env resets, steps and replays (tool calls run beside each other)."""
 
+    turn_credit: float = 0.0
+    """Turn-level credit, w: ``0`` (plain E2E: every turn of a rollout shares its task-success advantage).
+    With ``w > 0`` the episodes score their turns (``info["turn_reward"]``, the domain verifier's reward for
+    an action taken on the expert's path; ``None`` once the episode has left it), and a turn's advantage is
+    ``A_j + w * (r_t - rbar)``, ``rbar`` the mean turn reward over the group's scored turns. A group whose task
+    rewards are all equal still trains when its turn rewards differ. Task success ends in [-1/std, 1/std]
+    under ``grpo``; ``w = 0.5`` lets a right or wrong on-path action move a turn by up to half a unit."""
+
     def __post_init__(self) -> None:
         if self.strict_verifier == "strict":
             self.strict_verifier = None  # no per-turn verifier in episodes
@@ -123,6 +136,9 @@ class EpisodeRLConfig(PivotRLConfig):
                               f"group_size ({self.group_size}), the budget of rollouts per task")
         if self.arpo_beta < 0:
             raise ConfigError(f"EpisodeRLConfig.arpo_beta = {self.arpo_beta} is invalid: it must be >= 0")
+        if not isinstance(self.turn_credit, (int, float)) or not math.isfinite(self.turn_credit) or self.turn_credit < 0:
+            raise ConfigError(f"EpisodeRLConfig.turn_credit = {self.turn_credit!r} is invalid: it must be a number "
+                              ">= 0 (0: plain E2E)")
 
     def plan(self) -> RolloutPlan:
         arpo = None
@@ -140,20 +156,36 @@ def train_episode_rl(config: EpisodeRLConfig | dict[str, Any],
     return EpisodeRLTrainer(config, on_step=on_step, vllm_llm=vllm_llm).train()
 
 
-def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float]) -> list[_Row]:
-    """Loss rows of one group: every assistant turn of every scored rollout with its rollout's advantage.
+def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float], turn_credit: float = 0.0) -> list[_Row]:
+    """Loss rows of one group: every assistant turn of every scored rollout with its rollout's advantage,
+    plus ``turn_credit * (r_t - rbar)`` on turns with a turn reward (see :class:`EpisodeRLConfig.turn_credit`).
 
     The completion of a row is the turn's sampled tokens only; everything the world or the user said
     is in the prompt, which the loss never counts. Rollouts without a reward (errors) give no rows.
     """
+    rbar = group_turn_mean(rollouts) if turn_credit else None
     rows: list[_Row] = []
     for r, adv in zip(rollouts, advantages):
         if r.reward is None:
             continue
         for t in r.turns:
             if t.completion.token_ids:
-                rows.append(_Row(list(t.prompt_ids), list(t.completion.token_ids), float(adv), t.completion.logprobs))
+                a = float(adv)
+                if rbar is not None and t.reward is not None:
+                    a += turn_credit * (t.reward - rbar)
+                rows.append(_Row(list(t.prompt_ids), list(t.completion.token_ids), a, t.completion.logprobs))
     return rows
+
+
+def scored_turn_rewards(rollouts: Sequence[Rollout]) -> list[float]:
+    """The turn rewards of a group's scored rollouts (turns off the expert's path have none)."""
+    return [t.reward for r in rollouts if r.reward is not None for t in r.turns if t.reward is not None]
+
+
+def group_turn_mean(rollouts: Sequence[Rollout]) -> float | None:
+    """``rbar``: the mean turn reward over the group's scored turns (``None`` when no turn has one)."""
+    values = scored_turn_rewards(rollouts)
+    return math.fsum(values) / len(values) if values else None
 
 
 class EpisodeRLTrainer(PivotRLTrainer):
@@ -198,8 +230,9 @@ class EpisodeRLTrainer(PivotRLTrainer):
         from pivot_envs.episode_env import EpisodeEnv
 
         # rewards are task success: the per-turn verifier (a sandbox run for terminal) is not needed here
+        # with turn credit the env scores each on-path turn with the domain's verifier (a sandbox run for terminal)
         return EpisodeEnv(tasks=self.tasks, domain=self.domain.name, user=self.config.user,
-                          max_turns=self.config.max_turns, score_turns=False)
+                          max_turns=self.config.max_turns, score_turns=self.config.turn_credit > 0)
 
     def entropy_fn(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[float]:
         """Normalised entropy (mean over the given tokens of H / log V) of the policy at each row's tokens."""
@@ -250,12 +283,16 @@ class EpisodeRLTrainer(PivotRLTrainer):
             scored = [x for x, ok in zip(rewards, valid) if ok]
             if not scored:
                 continue
-            if len(set(scored)) <= 1 and cfg.zero_variance != "keep":
+            turn_rewards = scored_turn_rewards(group)
+            add("turn_reward_sum", math.fsum(turn_rewards))
+            add("turn_reward_n", len(turn_rewards))
+            flat_turns = not cfg.turn_credit or len(set(turn_rewards)) <= 1
+            if len(set(scored)) <= 1 and flat_turns and cfg.zero_variance != "keep":
                 add("skipped_groups", 1)
                 continue
             adv = group_advantages(rewards, valid, mode=cfg.advantage, eps_std=cfg.eps_std)
             add("used_groups", 1)
-            rows += turn_rows(group, [float(a) for a in adv])
+            rows += turn_rows(group, [float(a) for a in adv], cfg.turn_credit)
         add("used_rows", len(rows))
         t2 = time.perf_counter()
         lr = self.optimizer.param_groups[0]["lr"]
@@ -276,6 +313,8 @@ class EpisodeRLTrainer(PivotRLTrainer):
             replayed_steps=int(total["replayed_steps"]),
             episodes=int(episodes),
             turns_mean=total["turns_sum"] / episodes if episodes else None,
+            turn_reward_mean=total["turn_reward_sum"] / total["turn_reward_n"] if total["turn_reward_n"] else None,
+            scored_turns=int(total["turn_reward_n"]),
             episode_errors=int(total["errors"]),
             truncated=int(total["truncated"]),
             branches=int(total["branches"]),

@@ -121,12 +121,15 @@ class Turn:
         completion: the sampled turn (``token_ids`` enter the loss).
         entropy: normalised entropy of its first ``k`` tokens (ARPO only; else ``None``).
         shared: the turn was inherited from the parent rollout (sampled once, before the branch point).
+        reward: the env's ``turn_reward`` for it (the domain verifier's score while the episode is on the
+            expert's path; ``None`` off the path, or when the env does not score turns).
     """
 
     prompt_ids: list[int]
     completion: Completion
     entropy: float | None = None
     shared: bool = False
+    reward: float | None = None
 
 
 @dataclass
@@ -330,7 +333,8 @@ def _arpo_round(rule: ArpoRule, live: list[Rollout], pivots: list[Any], turns: l
     for (i, reserved), samples in zip(points, extra):
         parent = live[i]
         for child, completion in zip(reserved, samples):
-            child.turns = [Turn(t.prompt_ids, t.completion, t.entropy, shared=True) for t in parent.turns]
+            child.turns = [Turn(t.prompt_ids, t.completion, t.entropy, shared=True, reward=t.reward)
+                           for t in parent.turns]
             child.turns.append(Turn(turns[i].prompt_ids, completion))
             child.env = pool.take()
             new.append(child)
@@ -386,6 +390,7 @@ def _step(r: Rollout, turn: Turn) -> None:
         return
     before = env.tool_calls
     env.step(turn.completion.action if turn.completion.action is not None else turn.completion.text)
+    turn.reward = getattr(env, "turn_reward", None)
     r.tool_calls += env.tool_calls - before
     if env.done:
         r.done = True
