@@ -29,6 +29,7 @@ BUILTIN_DOMAINS = [
         load_pivots=partial(_bundled, "tool_use"),
         world="tool_use",
         world_keys=("world_seed",),
+        success_rules=("state", "facts"),
     ),
     Domain(
         name="terminal",
@@ -40,6 +41,7 @@ BUILTIN_DOMAINS = [
         command_argument="command",
         load_pivots=partial(_bundled, "terminal"),
         world="terminal",
+        success_rules=("state", "facts"),
     ),
     Domain(
         name="swe",
@@ -50,6 +52,8 @@ BUILTIN_DOMAINS = [
         load_pivots=partial(_bundled, "swe"),
         world="swe",
         world_keys=("test_command",),
+        success_rules=("tests",),
+        finish_tools=("submit",),
     ),
     Domain(
         name="search",
@@ -60,6 +64,7 @@ BUILTIN_DOMAINS = [
         load_pivots=partial(_bundled, "search"),
         world="search",
         world_keys=("corpus_seed",),
+        success_rules=("state", "answer"),
     ),
 ]
 

@@ -63,6 +63,10 @@ class Domain:
             shared by every episode); ``None``: the domain has no world (pivots only).
         world_keys: the trajectory ``meta`` keys that configure the world of a task (e.g.
             ``world_seed``); extraction copies them into each pivot's ``meta["world"]["config"]``.
+        success_rules: the rules an episode must pass to succeed, registered names or rule objects
+            (:mod:`pivot_envs.success`: ``state``, ``facts``, ``answer``, ``tests``, or your own);
+            ``None``: ``state`` + ``facts``.
+        finish_tools: tool names whose call ends an episode (the built-in ``swe``: ``submit``).
         episode_env_id: gymnasium id of the domain's whole-task env
             (:class:`pivot_envs.episode_env.EpisodeEnv`), registered when the domain has a ``world``;
             ``None``: derived from ``env_id`` (``pivot/ToolUse-v0`` -> ``pivot/ToolUse-Episode-v0``).
@@ -79,6 +83,8 @@ class Domain:
     parse_action: Callable[[str | Message], Action] = field(default=parse_action)
     world: Any = None
     world_keys: tuple[str, ...] = ()
+    success_rules: tuple[Any, ...] | None = None
+    finish_tools: tuple[str, ...] = ()
     episode_env_id: str | None = None
 
     def __post_init__(self) -> None:
@@ -128,6 +134,12 @@ def get_domain(name: str) -> Domain:
         return _DOMAINS[name]
     except KeyError:
         raise ValueError(f"unknown domain {name!r}; known: {', '.join(domain_names())}") from None
+
+
+def find_domain(name: str) -> Domain | None:
+    """The registered domain ``name``, or ``None`` (plugins are loaded on first use)."""
+    load_plugins()
+    return _DOMAINS.get(name)
 
 
 def domain_names() -> list[str]:

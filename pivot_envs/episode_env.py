@@ -101,8 +101,6 @@ TaskSource = Any
 
 BUNDLED = "bundled:"
 
-FINISH_TOOLS: dict[str, tuple[str, ...]] = {"swe": ("submit",)}
-"""Tool calls that end a domain's episode once executed (the agent's "I am done")."""
 
 DEFAULT_MAX_TURNS = 30
 
@@ -254,8 +252,9 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         max_turns: the agent's assistant turns before the episode is truncated.
         split: the bundled split when ``tasks`` is ``None``.
         min_reward: trajectories below this reward are not tasks (``None``: keep all).
-        finish_tools: tool names whose call ends the episode (default: :data:`FINISH_TOOLS` of the domain).
-        success_rules: override the domain's success rules (:data:`pivot_envs.success.RULES`).
+        finish_tools: tool names whose call ends the episode (default: the domain's ``finish_tools``).
+        success_rules: override the domain's success rules: registered names or rule objects
+            (:mod:`pivot_envs.success`).
         min_fact_recall: the share of the expert's facts an information task's answer must give.
         world_keys: the task ``meta`` keys that configure its world (default: the domain's
             ``world_keys``; without a domain :data:`GENERIC_WORLD_KEYS`).
@@ -287,7 +286,7 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
     ):
         from pivot_envs.actions import parse_action
         from pivot_envs.domains import domain_names, get_domain
-        from pivot_envs.success import RULES, rules_for
+        from pivot_envs.success import rules_for, success_rules as check_rules
         from pivot_envs.users import build_user
         from pivot_envs.worlds import build_world
 
@@ -316,15 +315,13 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
             raise ValueError(f"no tasks ({where}): only trajectories with reward >= {min_reward} (or none) are "
                              "tasks; pass min_reward=None to keep every trajectory")
         self.rules = tuple(success_rules) if success_rules is not None else rules_for(self.domain_name)
-        bad = [r for r in self.rules if r not in RULES]
-        if bad:
-            raise ValueError(f"unknown success rule {bad[0]!r}; rules: {', '.join(RULES)}")
+        check_rules(self.rules)  # an unknown name fails here, not at the end of the first episode
         self.world = build_world(world_spec)
         self.user = build_user(user)
         self.max_turns = max_turns
         self.min_fact_recall = float(min_fact_recall)
         self.world_keys = tuple(world_keys) if world_keys is not None else None
-        self.finish_tools = tuple(finish_tools) if finish_tools is not None else FINISH_TOOLS.get(self.domain_name, ())
+        self.finish_tools = tuple(finish_tools) if finish_tools is not None else (self.domain.finish_tools if self.domain is not None else ())
         self.parse_action = self.domain.parse_action if self.domain is not None else parse_action
         self.render_mode = render_mode
         self.score_turns = bool(score_turns)

@@ -42,36 +42,54 @@ Rules (:data:`RULES`):
     SWE: the repository's tests pass in the agent's final state (the world runs the task's
     ``test_command``: :func:`tests_passed`).
 
-Per domain (:data:`DOMAIN_RULES`; any other domain, MCP worlds included, gets ``state`` + ``facts``):
-``tool_use`` and ``terminal``: ``state``, ``facts``; ``search``: ``state``, ``answer``; ``swe``:
-``tests``. A truncated episode (``max_turns`` reached before the agent finished) never succeeds.
+Each rule is an object with ``check(outcome) -> RuleVerdict | None`` (:class:`SuccessRule`; ``None``: the rule
+does not apply to this episode, as ``facts`` on a task that changes state), registered by name
+(:func:`register_success_rule`, or a package's entry point in the group ``pivot_envs.success_rules``).
+A domain names its rules (``Domain.success_rules``; any other domain, MCP worlds included, gets
+:data:`DEFAULT_RULES`, ``state`` + ``facts``): the built-in ``tool_use`` and ``terminal`` use ``state``,
+``facts``; ``search`` ``state``, ``answer``; ``swe`` ``tests``. Every rule that applies must pass; a truncated
+episode (``max_turns`` reached before the agent finished) never succeeds. A rule of one's own::
+
+    from pivot_envs.success import RuleVerdict, register_success_rule
+
+    class Polite:
+        name = "polite"
+
+        def check(self, outcome):
+            said = " ".join(m.get("content") or "" for m in outcome.messages if m["role"] == "assistant")
+            return RuleVerdict("thank" in said.lower(), "the agent never thanked the user")
+
+    register_success_rule(Polite())
+    # then Domain(..., success_rules=("state", "polite")) or EpisodeEnv(..., success_rules=["state", "polite"])
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
+import warnings
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any, Iterable, Sequence
 
+from pivot_envs.domains import find_domain
 from pivot_envs.types import Message, Trajectory, content_text
 
-RULES = ("state", "facts", "answer", "tests")
-
-DOMAIN_RULES: dict[str, tuple[str, ...]] = {
-    "tool_use": ("state", "facts"),
-    "terminal": ("state", "facts"),
-    "search": ("state", "answer"),
-    "swe": ("tests",),
-}
-"""The rules each built-in domain's success needs (all must pass)."""
+ENTRY_POINT_GROUP = "pivot_envs.success_rules"
+"""Entry-point group of success rules published by packages (``NAME = "pkg.module:RULE"``: a rule object, or a
+zero-argument callable returning one)."""
 
 DEFAULT_RULES: tuple[str, ...] = ("state", "facts")
+"""The rules of a domain that names none (and of episodes without a domain)."""
 
 
-def rules_for(domain: str | None) -> tuple[str, ...]:
-    """The success rules of ``domain`` (:data:`DEFAULT_RULES` for any other domain)."""
-    return DOMAIN_RULES.get(domain or "", DEFAULT_RULES)
+def rules_for(domain: str | None) -> tuple[Any, ...]:
+    """The success rules of ``domain``: its ``Domain.success_rules``, else :data:`DEFAULT_RULES`."""
+    found = find_domain(domain) if domain else None
+    if found is not None and found.success_rules is not None:
+        return tuple(found.success_rules)
+    return DEFAULT_RULES
 
 
 @dataclass
@@ -398,57 +416,204 @@ def task_success(
     ``messages`` is the whole episode; ``task`` the expert trajectory; ``facts`` the expert facts
     (computed from ``task`` when ``None``); ``world`` the episode's world, for the ``tests`` rule.
     """
-    rules = tuple(rules) if rules is not None else rules_for(domain)
-    unknown = [r for r in rules if r not in RULES]
-    if unknown:
-        raise ValueError(f"unknown success rule {unknown[0]!r}; rules: {', '.join(RULES)}")
+    rules = success_rules(rules if rules is not None else rules_for(domain))
     if truncated:
         return SuccessResult(False, "truncated: the agent did not finish within max_turns")
+    outcome = EpisodeOutcome(messages=list(messages), task=task, digest=digest, start_digest=start_digest,
+                             expert_digest=expert_digest, facts=facts, world=world, min_fact_recall=min_fact_recall)
     checks: dict[str, bool] = {}
     details: dict[str, Any] = {}
     reasons: list[str] = []
     for rule in rules:
-        if rule == "state":
-            checks["state"] = state_reached(digest, expert_digest)
-            if not checks["state"]:
-                reasons.append("the final state differs from the state the expert reached")
-        elif rule == "facts":
-            if start_digest is None or expert_digest is None or start_digest != expert_digest:
-                continue  # the task changes state: the state rule decides
-            expected = list(expert_facts(task.messages) if facts is None else facts)
-            if not expected:  # nothing the expert said to check: its look-ups must have been made
-                ok, missing = calls_made(messages, task.messages)
-                checks["calls"] = ok
-                details["missing_calls"] = missing
-                if not ok:
-                    reasons.append(f"information task without stated facts: {len(missing)} of the expert's "
-                                   f"look-ups not made ({', '.join(missing[:3])})")
-                continue
-            ok, missing = facts_given(agent_answer(messages), expected, min_fact_recall)
-            checks["facts"] = ok
-            details["facts"] = expected
-            details["missing_facts"] = missing
-            if not ok:
-                reasons.append(f"information task: {len(missing)} of {len(expected)} facts not given ({', '.join(missing[:5])})")
-        elif rule == "answer":
-            answer = final_answer(messages)
-            accepted = accepted_answers(task)
-            checks["answer"] = answer_correct(answer, accepted)
-            details["answer"] = answer
-            details["accepted_answers"] = accepted
-            if not checks["answer"]:
-                reasons.append("no final answer" if answer is None else f"the final answer matches none of {accepted[:3]}")
-        elif rule == "tests":
-            if world is None:
-                raise ValueError("the tests rule needs the episode's world")
-            ok, output = tests_passed(world)
-            checks["tests"] = ok
-            details["tests_output"] = output[-2000:]
-            if not ok:
-                reasons.append("the tests fail")
+        verdict = rule.check(outcome)
+        if verdict is None:
+            continue  # the rule does not apply to this episode
+        if not isinstance(verdict, RuleVerdict):
+            raise TypeError(f"success rule {rule_name(rule)!r}: check() returned {type(verdict).__name__}; "
+                            "it must return a RuleVerdict (or None when the rule does not apply)")
+        checks[verdict.check or rule_name(rule)] = bool(verdict.passed)
+        details.update(verdict.details)
+        if not verdict.passed:
+            reasons.append(verdict.reason or f"{rule_name(rule)} failed")
     success = all(checks.values()) if checks else False
     if success:
         reason = "passed: " + ", ".join(checks)
     else:
         reason = "; ".join(reasons) or "no rule applied"
     return SuccessResult(success, reason, checks, details)
+
+
+# --------------------------------------------------------------------------- rules as objects
+
+
+@dataclass
+class EpisodeOutcome:
+    """What a success rule looks at: a finished episode and its task.
+
+    Attributes:
+        messages: the whole episode (system, user, assistant and tool messages).
+        task: the expert trajectory of the task.
+        digest: the world's digest at the end of the episode.
+        start_digest: the digest of the task's start state.
+        expert_digest: the digest the expert's tool calls reach (replayed in a fresh world).
+        facts: the expert facts (``None``: computed from ``task`` when a rule needs them).
+        world: the episode's world (``tests`` runs the task's tests in it).
+        min_fact_recall: the share of facts an information task's answer must give.
+    """
+
+    messages: list[Message]
+    task: Trajectory
+    digest: str | None = None
+    start_digest: str | None = None
+    expert_digest: str | None = None
+    facts: Sequence[str] | None = None
+    world: Any = None
+    min_fact_recall: float = 1.0
+
+    @property
+    def changes_state(self) -> bool:
+        """The task changes the world (or its digests are unknown): the ``state`` rule decides it."""
+        return self.start_digest is None or self.expert_digest is None or self.start_digest != self.expert_digest
+
+
+@dataclass
+class RuleVerdict:
+    """One rule's verdict on one episode.
+
+    Attributes:
+        passed: the rule passed.
+        reason: why it failed (shown as the episode's ``reason``).
+        details: what the rule looked at (merged into the episode's ``details``).
+        check: the name it is reported under in ``checks`` (``None``: the rule's name).
+    """
+
+    passed: bool
+    reason: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    check: str | None = None
+
+
+class StateRule:
+    """``state``: the agent's final state is the state the expert reached."""
+
+    name = "state"
+
+    def check(self, outcome: EpisodeOutcome) -> RuleVerdict:
+        return RuleVerdict(state_reached(outcome.digest, outcome.expert_digest),
+                           "the final state differs from the state the expert reached")
+
+
+class FactsRule:
+    """``facts``: an information task's answer gives the expert's facts (or, without stated facts, the
+    expert's look-ups were made); no verdict on a task that changes state."""
+
+    name = "facts"
+
+    def check(self, outcome: EpisodeOutcome) -> RuleVerdict | None:
+        if outcome.changes_state:
+            return None  # the task changes state: the state rule decides
+        task_messages = outcome.task.messages
+        expected = list(expert_facts(task_messages) if outcome.facts is None else outcome.facts)
+        if not expected:  # nothing the expert said to check: its look-ups must have been made
+            ok, missing = calls_made(outcome.messages, task_messages)
+            return RuleVerdict(ok, f"information task without stated facts: {len(missing)} of the expert's "
+                                   f"look-ups not made ({', '.join(missing[:3])})",
+                               {"missing_calls": missing}, check="calls")
+        ok, missing = facts_given(agent_answer(outcome.messages), expected, outcome.min_fact_recall)
+        return RuleVerdict(ok, f"information task: {len(missing)} of {len(expected)} facts not given "
+                               f"({', '.join(missing[:5])})", {"facts": expected, "missing_facts": missing})
+
+
+class AnswerRule:
+    """``answer``: the episode's final answer matches one of the task's accepted answers."""
+
+    name = "answer"
+
+    def check(self, outcome: EpisodeOutcome) -> RuleVerdict:
+        answer = final_answer(outcome.messages)
+        accepted = accepted_answers(outcome.task)
+        return RuleVerdict(answer_correct(answer, accepted),
+                           "no final answer" if answer is None else f"the final answer matches none of {accepted[:3]}",
+                           {"answer": answer, "accepted_answers": accepted})
+
+
+class TestsRule:
+    """``tests``: the repository's tests pass in the agent's final state."""
+
+    name = "tests"
+
+    def check(self, outcome: EpisodeOutcome) -> RuleVerdict:
+        if outcome.world is None:
+            raise ValueError("the tests rule needs the episode's world")
+        ok, output = tests_passed(outcome.world)
+        return RuleVerdict(ok, "the tests fail", {"tests_output": output[-2000:]})
+
+
+_SUCCESS_RULES: dict[str, Any] = {}
+_RULE_PLUGINS_LOADED: list[bool] = []
+
+
+def register_success_rule(rule: Any, name: str | None = None, *, replace: bool = False) -> Any:
+    """Register a success rule (an object with ``check(outcome) -> RuleVerdict | None`` and a ``name``) under
+    ``name`` (default: ``rule.name``); a name that is taken raises unless ``replace``."""
+    key = name or getattr(rule, "name", None)
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"register_success_rule: {rule!r} has no name; give the rule a name attribute or pass name=")
+    if not callable(getattr(rule, "check", None)):
+        raise TypeError(f"register_success_rule({key!r}): the rule needs a check(outcome) method; "
+                        f"got {type(rule).__name__}")
+    if key in _SUCCESS_RULES and not replace:
+        raise ValueError(f"success rule {key!r} is already registered; pass replace=True to override it")
+    _SUCCESS_RULES[key] = rule
+    return rule
+
+
+def success_rule_names() -> list[str]:
+    _load_rule_plugins()
+    return sorted(_SUCCESS_RULES)
+
+
+def success_rules(specs: Iterable[Any]) -> list[Any]:
+    """Rule objects from names (registered rules) or rule objects; an unknown name raises, naming the known ones."""
+    out = []
+    for spec in specs:
+        if isinstance(spec, str):
+            _load_rule_plugins()
+            if spec not in _SUCCESS_RULES:
+                close = difflib.get_close_matches(spec, list(_SUCCESS_RULES), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"unknown success rule {spec!r}{hint}; rules: {', '.join(success_rule_names())} "
+                                 "(register your own with pivot_envs.success.register_success_rule)")
+            out.append(_SUCCESS_RULES[spec])
+        elif isinstance(spec, type) and callable(getattr(spec, "check", None)):
+            out.append(spec())  # a rule class: its instance
+        elif callable(getattr(spec, "check", None)):
+            out.append(spec)
+        else:
+            raise TypeError(f"a success rule is a registered name or an object with check(outcome); got {spec!r}")
+    return out
+
+
+def rule_name(rule: Any) -> str:
+    return str(getattr(rule, "name", type(rule).__name__))
+
+
+def _load_rule_plugins() -> None:
+    """Register the rules published by installed packages (entry-point group ``pivot_envs.success_rules``)."""
+    if _RULE_PLUGINS_LOADED:
+        return
+    _RULE_PLUGINS_LOADED.append(True)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()  # a rule object, a rule class, or a zero-argument factory
+            rule = obj() if isinstance(obj, type) or not callable(getattr(obj, "check", None)) else obj
+            if ep.name not in _SUCCESS_RULES:
+                register_success_rule(rule, ep.name)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the library
+            warnings.warn(f"pivot_envs: could not load success rule plugin {ep.name!r} ({ep.value}): {exc}", stacklevel=2)
+
+
+for _rule in (StateRule(), FactsRule(), AnswerRule(), TestsRule()):
+    register_success_rule(_rule)
+RULES = tuple(_SUCCESS_RULES)
+"""The built-in rules' names."""

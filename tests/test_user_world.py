@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 import pivot_envs  # noqa: F401  (registers the env ids)
-from pivot_envs import Domain, domains
+from pivot_envs import Domain, domains, success
 from pivot_envs.cli import app
 from pivot_envs.episode_env import EpisodeEnv
 from pivot_envs.verifiers import build_verifier
@@ -100,7 +100,31 @@ DOMAIN = Domain(
     default_verifier="tool_call",
     world="inventory",  # a registered world's name: every env and verifier builds its own
     world_keys=("stock",),  # the task meta that sets up the start state
+    success_rules=("state", "facts", "stock_reported"),  # every rule that applies must pass
 )
+'''
+
+RULE_SOURCE = '''\
+# pivot_inventory/rules.py
+import json
+
+from pivot_envs.success import RuleVerdict
+
+
+class StockReported:
+    """The agent's last message tells the user the stock count the last tool result returned."""
+
+    name = "stock_reported"
+
+    def check(self, outcome):  # outcome: pivot_envs.success.EpisodeOutcome
+        results = [m["content"] for m in outcome.messages if m["role"] == "tool"]
+        if not results:
+            return None  # no tool result: the rule does not apply
+        count = str(json.loads(results[-1]).get("stock"))
+        said = [m.get("content") or "" for m in outcome.messages if m["role"] == "assistant"]
+        last = said[-1] if said else ""
+        return RuleVerdict(count in last.split(), f"the last answer does not give the stock count {count}",
+                           {"stock_reported": count})
 '''
 
 PYPROJECT_ENTRY_POINTS = '''\
@@ -109,6 +133,9 @@ inventory = "pivot_inventory.world:InventoryWorld"
 
 [project.entry-points."pivot_envs.domains"]
 inventory = "pivot_inventory.domain:DOMAIN"
+
+[project.entry-points."pivot_envs.success_rules"]
+stock_reported = "pivot_inventory.rules:StockReported"
 '''
 
 SHARED_DOMAIN_SOURCE = """\
@@ -123,6 +150,9 @@ ENTRY_POINTS_TXT = """\
 [pivot_envs.domains]
 inventory = pivot_inventory.domain:DOMAIN
 shared_stock = pivot_inventory.shared:DOMAIN
+
+[pivot_envs.success_rules]
+stock_reported = pivot_inventory.rules:StockReported
 
 [pivot_envs.worlds]
 broken = pivot_inventory.missing:World
@@ -143,6 +173,7 @@ def install(site: Path) -> None:
     (package / "__init__.py").write_text("")
     (package / "world.py").write_text(WORLD_SOURCE)
     (package / "domain.py").write_text(DOMAIN_SOURCE)
+    (package / "rules.py").write_text(RULE_SOURCE)
     (package / "shared.py").write_text(SHARED_DOMAIN_SOURCE)
     dist_info = site / "pivot_inventory-0.1.dist-info"
     dist_info.mkdir()
@@ -160,6 +191,8 @@ def registries(monkeypatch):
     monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
     monkeypatch.setattr(registry, "_PLUGINS_LOADED", [])
     monkeypatch.setattr(registry, "_PLUGIN_ERRORS", [])
+    monkeypatch.setattr(success, "_SUCCESS_RULES", dict(success._SUCCESS_RULES))
+    monkeypatch.setattr(success, "_RULE_PLUGINS_LOADED", [])
     yield
     for env_id in (ENV_ID, EPISODE_ENV_ID):
         gymnasium.registry.pop(env_id, None)
@@ -228,7 +261,7 @@ def read_rows(path: Path) -> dict[str, dict[str, Any]]:
 
 def test_the_guide_shows_the_code_this_test_installs():
     guide = GUIDE.read_text(encoding="utf-8")
-    for source in (WORLD_SOURCE, DOMAIN_SOURCE, PYPROJECT_ENTRY_POINTS):
+    for source in (WORLD_SOURCE, DOMAIN_SOURCE, RULE_SOURCE, PYPROJECT_ENTRY_POINTS):
         assert source in guide
 
 
@@ -271,6 +304,24 @@ def play_alone(tasks: Path, index: int) -> dict[str, Any]:
     while not env.done:
         env.step(env.recorded_action())
     return env.episode_row()
+
+
+def test_the_domains_own_success_rule_decides_with_the_built_in_ones(tasks):
+    """The plugin rule fails an episode that reaches the expert's state but answers without the count; an
+    unknown rule name is refused when the env is made, naming the registered ones."""
+    env = gymnasium.make(f"pivot_envs:{EPISODE_ENV_ID}", tasks=str(tasks)).unwrapped
+    assert env.rules == ("state", "facts", "stock_reported")  # the domain's
+    env.reset(options={"index": 0})  # 2 apples, add 3: the expert says "Done: we now have 5 apples."
+    env.step(env.recorded_action())  # the expert's add_stock call
+    _, _, _, _, info = env.step("Done.")
+    assert info["success"] is False and info["checks"] == {"state": True, "stock_reported": False}
+    assert info["reason"] == "the last answer does not give the stock count 5"
+    env.reset(options={"index": 0})
+    while not env.done:
+        env.step(env.recorded_action())
+    assert env.success is True and env.checks == {"state": True, "stock_reported": True}
+    with pytest.raises(ValueError, match=r"unknown success rule 'stock_report' \(did you mean 'stock_reported'\?\)"):
+        EpisodeEnv(tasks=str(tasks), domain="inventory", success_rules=["state", "stock_report"])
 
 
 def test_two_envs_stepped_alternately_do_not_interfere(tasks):
