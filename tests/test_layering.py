@@ -1,0 +1,64 @@
+"""The import contracts of ``.importlinter`` hold, on the package as a normal install lays it out.
+
+``pyproject.toml`` maps top-level folders (``verifiers/``, ``trainers/``, ...) onto ``pivot_envs.*``. An
+editable install resolves them through an import hook that import-linter's graph builder does not follow, so
+this test copies the sources into the layout a wheel has (``pivot_envs/verifiers/...``) and runs
+``lint-imports`` on that copy. Imports inside functions count: the graph sees every import statement.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACTS = ROOT / ".importlinter"
+
+
+def installed_layout(dest: Path) -> Path:
+    """The Python sources of the package, copied where ``pip install .`` puts them; returns the folder to
+    put on ``sys.path``."""
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, folder in sorted(package_dir.items(), key=lambda kv: kv[0].count(".")):
+        target = dest.joinpath(*package.split("."))
+        shutil.copytree(ROOT / folder, target, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.jsonl*", "*.safetensors"))
+    return dest
+
+
+def lint(site: Path) -> subprocess.CompletedProcess:
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([str(lint_imports), str(CONTRACTS)], cwd=site, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    return installed_layout(tmp_path_factory.mktemp("layout"))
+
+
+def test_the_import_contracts_hold(site):
+    assert (site / "pivot_envs" / "verifiers" / "base.py").exists()  # the mapped folders are in the copy
+    result = lint(site)
+    assert result.returncode == 0 and "0 broken" in result.stdout, result.stdout + result.stderr
+
+
+def test_an_import_inside_a_function_that_breaks_a_contract_is_caught(site, tmp_path):
+    """A verifier that imports the trainers, even only inside a function, breaks the library contract."""
+    broken = installed_layout(tmp_path / "broken")
+    (broken / "pivot_envs" / "verifiers" / "leak.py").write_text(
+        "def train():\n    from pivot_envs.trainers import pivotrl\n\n    return pivotrl\n")
+    result = lint(broken)
+    assert result.returncode != 0, result.stdout
+    assert "never import the trainers" in result.stdout and "BROKEN" in result.stdout
+    assert "pivot_envs.verifiers.leak -> pivot_envs.trainers.pivotrl" in result.stdout, result.stdout
