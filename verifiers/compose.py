@@ -1,12 +1,23 @@
 """Composition of verifiers: ``cascade``, ``all``, ``any``, ``weighted`` and ``by_tool``.
 
 Children are verifier specs (a name, a config dict or a Verifier), so a whole
-recipe is one JSON config::
+recipe is one JSON config. Execution decides what strings cannot::
 
     {"name": "cascade", "stages": [
-        {"role": "gate",   "verifier": "schema"},
-        {"role": "accept", "verifier": {"name": "tool_call", "normalizers": ["collapse_whitespace"]}},
-        {"role": "decide", "verifier": "exec"}]}
+        {"role": "gate",   "verifier": {"name": "tool_call", "normalizers": ["bfcl"], "coerce": "lenient"}},
+        {"role": "accept", "verifier": "tool_call"},
+        {"role": "decide", "verifier": {"name": "world_exec", "world": "tau2-airline"}}]}
+
+The first stage is a cheap reject: a call that differs from the expert's even when case,
+spaces, punctuation and number spellings are ignored (another tool, another value) fails without
+running anything. The second accepts, without running anything, what ``tool_call``'s defaults call
+the same (the same JSON values: they accept nothing that a backend sees as another call). What is
+left (``"abc123"`` for ``"ABC123"``, ``" ABC123"``, ``1.0`` for ``1``, ``"5"`` for ``5``) only the
+world can tell, and ``world_exec`` decides it. An *accept* stage must be no more lenient than
+the decider: ``{"role": "accept", "verifier": {"name": "tool_call", "normalizers": ["strip"]}}``
+in front of ``world_exec`` would accept ``" ABC123 "``, which the world may reject.
+(``benchmarks/world_exec_tau2.py`` scores this cascade against executing the calls on tau2's
+airline database.)
 
 ``cascade`` runs its stages in order; each stage has a *role*:
 
@@ -45,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator, Sequence
 
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
-from pivot_envs.verifiers.base import Verifier, VerifierSpec, build_verifier, register_verifier
+from pivot_envs.verifiers.base import Verifier, VerifierSpec, _broadcast, build_verifier, register_verifier
 
 ROLES = ("gate", "accept", "decide")
 
@@ -68,15 +79,6 @@ class PicklesByConfig:
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
         return (build_child, (self.config(),))  # type: ignore[attr-defined]
-
-
-def _broadcast(pivots: Sequence[Pivot] | Pivot, n: int) -> list[Pivot]:
-    if isinstance(pivots, Pivot):
-        return [pivots] * n
-    out = list(pivots)
-    if len(out) != n:
-        raise ValueError(f"verify_many got {n} actions but {len(out)} pivots")
-    return out
 
 
 def _run_child(child: Verifier, actions: list, pivots: list[Pivot]) -> list[VerifyResult]:
