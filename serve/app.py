@@ -7,7 +7,8 @@ Faces:
   status, verified rows, verifier errors, bad rows, latency sums/counts and p50/p99 per route, live
   sessions. Counters are per process: with ``--workers N`` each worker counts its own requests;
 * NeMo Gym's resources-server protocol (:mod:`pivot_envs.serve.nemo_gym`): ``POST /seed_session``,
-  ``POST /verify``, ``POST /verify_batch``;
+  ``POST /verify``, ``POST /verify_batch`` (these two answered by :class:`VerifyFastPath`, ahead of
+  FastAPI's routing: the same bytes with less work per request);
 * gymnasium over HTTP (:mod:`pivot_envs.serve.gym_http`): ``POST /reset``, ``/step``, ``/step_many``,
   ``GET /sessions``, ``DELETE /sessions/{id}``;
 * OpenEnv (:mod:`pivot_envs.serve.openenv`): every env under ``/openenv/NAME`` (``/reset``, ``/step``,
@@ -21,6 +22,7 @@ pydantic bodies; ``{"field", "message"}`` otherwise); an unknown session is a 40
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import importlib.util
@@ -29,6 +31,7 @@ import os
 import threading
 import time
 from collections import defaultdict, deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -43,6 +46,8 @@ from pivot_envs.serve.gym_http import SessionError, SessionStore
 CONFIG_ENV = "PIVOT_ENVS_SERVE_CONFIG"
 """Environment variable carrying create_app's arguments (JSON) to the workers of ``--workers N``."""
 ROLLOUTS_MODULE = "pivot_envs.serve.rollouts"
+VERIFY_THREADS = 40
+"""Worker threads of :class:`VerifyFastPath` (per process): anyio's default for FastAPI's threadpool."""
 
 
 # ------------------------------------------------------------------------------------- metrics
@@ -151,6 +156,42 @@ class ObserveMiddleware:
             self.metrics.observe(path, status, time.perf_counter() - t0)
 
 
+class VerifyFastPath:
+    """``POST /verify`` and ``POST /verify_batch`` without FastAPI's routing, request and response machinery.
+
+    A plain ASGI middleware inside :class:`ObserveMiddleware`: it reads the body, runs the route's work
+    (bytes in, answer bytes out: :func:`nemo_gym.verify_body_text` / :func:`nemo_gym.verify_rows_text`) on a
+    thread of its own pool (``VERIFY_THREADS``, as many as anyio's default limit on FastAPI's threadpool: a
+    verifier may block on a judge or a sandbox; ``run_in_executor`` costs less per call than anyio's
+    ``run_in_threadpool``), and sends the same answers the FastAPI routes send (they stay registered, for
+    the OpenAPI document and for any other method or path): the answer bytes with ``application/json``; a
+    :class:`nemo_gym.BodyError` as the same 422 ``{"detail": ...}`` (Starlette's ``JSONResponse``, as the
+    app's handler); any other exception goes on to Starlette's 500. ``scope["route"]`` is set to the
+    route, so ``/metrics`` counts the request under its path as the router would.
+    """
+
+    def __init__(self, app: Any, routes: dict[str, tuple[Any, Any]], executor: Any):
+        self.app, self.routes, self.executor = app, routes, executor  # path -> (the FastAPI route, bytes -> bytes)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        entry = None
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            entry = self.routes.get(scope["path"])
+        if entry is None:
+            await self.app(scope, receive, send)
+            return
+        route, work = entry
+        scope["route"] = route
+        raw = await Request(scope, receive).body()
+        try:
+            content = await asyncio.get_running_loop().run_in_executor(self.executor, work, raw)
+        except nemo_gym.BodyError as exc:
+            response: Response = JSONResponse(status_code=422, content={"detail": exc.detail()})
+        else:
+            response = Response(content, media_type="application/json")
+        await response(scope, receive, send)
+
+
 # ------------------------------------------------------------------------------------- state
 @dataclass
 class ServeState:
@@ -188,7 +229,7 @@ class StepManyBody(BaseModel):
 
 # ------------------------------------------------------------------------------------- app
 def create_app(domains: list[str] | None = None, verifier: Any = None, *, session_ttl_s: float = 600.0,
-               max_sessions: int = 4096, include_rollouts: bool = True) -> FastAPI:
+               max_sessions: int = 4096, include_rollouts: bool = True, fast_verify: bool = True) -> FastAPI:
     """The serve app.
 
     Args:
@@ -198,6 +239,8 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
         session_ttl_s: idle seconds after which a gym session is closed.
         max_sessions: the most live gym sessions.
         include_rollouts: mount :mod:`pivot_envs.serve.rollouts` when it exists.
+        fast_verify: answer ``POST /verify`` and ``/verify_batch`` by :class:`VerifyFastPath` (the same
+            bytes as the FastAPI routes, with less work per request); ``False``: by the FastAPI routes.
     """
     import pivot_envs  # noqa: F401  (registers the built-in domains and env ids)
     from pivot_envs.domains import all_domains, get_domain
@@ -221,6 +264,8 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
         yield
+        if verify_pool is not None:
+            verify_pool.shutdown(wait=False)
         state.sessions.close_all()
         _app.state.openenv.close_all()
         service = getattr(_app.state, "rollouts", None)
@@ -230,7 +275,11 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
     app = FastAPI(title="pivot-envs serve", version="0.1.0", lifespan=lifespan)
     app.state.serve = state
 
-    app.add_middleware(ObserveMiddleware, metrics=state.metrics)
+    fast_routes: dict[str, tuple[Any, Any]] = {}  # filled below, once the routes exist
+    verify_pool = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify") if fast_verify else None
+    if verify_pool is not None:
+        app.add_middleware(VerifyFastPath, routes=fast_routes, executor=verify_pool)
+    app.add_middleware(ObserveMiddleware, metrics=state.metrics)  # added last: outermost
 
     @app.exception_handler(SessionError)
     async def _session_error(request: Request, exc: SessionError):
@@ -268,23 +317,28 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
 
     # One thread hop per request: decoding, converting, verifying and encoding all run off the event
     # loop (a verifier may block: an LLM judge, a sandbox), and none of it is done twice.
-    def _verify_one(raw: bytes) -> Response:
+    def _verify_one(raw: bytes) -> bytes:
         out, content = nemo_gym.verify_body_text(raw, resolver, verify_domain)  # a bad body: 422 naming the field
         state.metrics.count_verified([out])
-        return Response(content, media_type="application/json")
+        return content
 
     @app.post("/verify")
     async def verify(request: Request):
-        return await run_in_threadpool(_verify_one, await request.body())
+        return Response(await run_in_threadpool(_verify_one, await request.body()), media_type="application/json")
 
-    def _verify_many(raw: bytes) -> Response:
+    def _verify_many(raw: bytes) -> bytes:
         out, content = nemo_gym.verify_rows_text(raw, resolver, verify_domain)
         state.metrics.count_verified(out)
-        return Response(content, media_type="application/json")
+        return content
 
     @app.post("/verify_batch")
     async def verify_batch(request: Request):
-        return await run_in_threadpool(_verify_many, await request.body())
+        return Response(await run_in_threadpool(_verify_many, await request.body()), media_type="application/json")
+
+    for route in app.routes:  # VerifyFastPath answers these two (the routes above: the same answers, the slow way)
+        work = {"/verify": _verify_one, "/verify_batch": _verify_many}.get(getattr(route, "path", None))
+        if work is not None and "POST" in getattr(route, "methods", ()):
+            fast_routes[route.path] = (route, work)
 
     # ---- gymnasium over HTTP
     @app.post("/reset")

@@ -253,14 +253,16 @@ def test_cli_serve_with_two_workers(tmp_path):
         sid = made["session_id"]
         assert sid.startswith("w") and sid.split("-")[0][1:].isdigit()
         codes = set()
-        for _ in range(16):
+        for _ in range(64):  # uvloop's workers share fresh connections unevenly (up to ~9:1 idle): up to 64 tries
             r = requests.post(base + "/step", json={"session_id": sid, "action": made["info"]["expert"]}, timeout=30,
                               headers={"Connection": "close"})
             codes.add(r.status_code)
             if r.status_code == 421:
                 assert f"server process {sid.split('-')[0][1:]}" in r.json()["detail"]["message"]
+            if codes == {200, 421}:
+                break
         assert codes <= {200, 421}, codes
-        assert 200 in codes  # the owner answered at least once (16 fresh connections)
+        assert 200 in codes  # the owner answered at least once (up to 64 fresh connections)
     finally:
         proc.terminate()
         proc.wait(20)
