@@ -31,7 +31,9 @@ PivotSource = str | Path | Sequence[Pivot | dict[str, Any]] | None
 
 BUNDLED = "bundled:"
 HINT = "give a pivot JSONL file or bundled:DOMAIN[:SPLIT]"
-TRAJECTORY_HINT = "give a trajectory file, bundled:DOMAIN[:SPLIT] or a list of trajectories"
+TRAJECTORY_HINT = "give a trajectory file, bundled:DOMAIN[:SPLIT], tau2:airline|retail or a list of trajectories"
+TAU2 = "tau2:"
+"""``tau2:DOMAIN``: the tau2-bench tasks of the installed server package (:mod:`pivot_envs.formats.tau2_tasks`)."""
 
 
 def resolve_pivots(source: PivotSource, *, domain: str | None = None, split: str = "train",
@@ -54,13 +56,22 @@ def resolve_pivots(source: PivotSource, *, domain: str | None = None, split: str
 def resolve_trajectories(source: Any, *, domain: str | None = None, split: str = "train",
                          kind: str = "trajectory") -> list[Trajectory]:
     """Trajectories from the same kinds of source: a trajectory file (any format
-    :func:`pivot_envs.formats.read_trajectories` reads), ``bundled:DOMAIN[:SPLIT]``, a list of
+    :func:`pivot_envs.formats.read_trajectories` reads), ``bundled:DOMAIN[:SPLIT]``, ``tau2:DOMAIN`` (tau2-bench's
+    tasks of an installed server package, ``airline`` or ``retail``), a list of
     trajectories (or dicts), or ``None`` (the bundled ``split`` of ``domain``). ``kind`` names them in
     errors (episode envs call them tasks)."""
     from pivot_envs.formats import read_trajectories
 
     def bundled(name: str, named_split: str, *, label: str | None = None) -> list[Trajectory]:
         return bundled_trajectories(name, named_split, label=label, kind=kind)
+
+    if isinstance(source, str) and source.startswith(TAU2):
+        from pivot_envs.formats.tau2_tasks import DOMAINS, read_tau2_tasks
+
+        name = source[len(TAU2):]
+        if name not in DOMAINS:
+            raise ValueError(f"{source}: unknown tau2 domain {name!r}; use {' or '.join(TAU2 + d for d in DOMAINS)}")
+        return read_tau2_tasks(domain=name)
 
     return _resolve(source, domain, split, kind, TRAJECTORY_HINT, bundled, read_trajectories,
                     lambda t: t if isinstance(t, Trajectory) else Trajectory.from_dict(t))

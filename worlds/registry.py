@@ -6,6 +6,7 @@ A world spec is one of:
   with :func:`register_world` or published by an installed package (entry-point group
   ``pivot_envs.worlds``);
 * ``mcp:COMMAND [ARGS]``: the tools of any MCP server over stdio;
+* a preset: ``tau2-airline``, ``tau2-retail`` (tau2-bench over its MCP servers, :mod:`.tau2`);
 * a config dict ``{"name": NAME, **params}`` (what :meth:`World.config` returns): the world ``NAME``
   built with ``params``;
 * a :class:`World` subclass, or a zero-argument callable that returns a fresh World (a *factory*).
@@ -54,6 +55,8 @@ WORLDS: dict[str, Any] = {
     "swe": "pivot_envs.worlds.swe:SWEWorld",
     "search": "pivot_envs.worlds.search:SearchWorld",
     "mcp": "pivot_envs.worlds.mcp:MCPWorld",
+    "tau2-airline": "pivot_envs.worlds.tau2:tau2_airline",
+    "tau2-retail": "pivot_envs.worlds.tau2:tau2_retail",
 }
 """Built-in world name -> ``module:Class`` (imported on first use). Entries added here by hand (a
 ``module:Class`` string or a factory) still work; :func:`register_world` is the public way."""

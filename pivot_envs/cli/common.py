@@ -104,3 +104,107 @@ def progress(transient: bool = False) -> Progress:
         console=err_console,
         transient=transient,
     )
+
+
+WORLD_HELP = ("World: a built-in, preset or registered world's name (see `pivot-envs list`; tau2-airline, "
+              "tau2-retail), mcp:COMMAND [ARGS], a world config file (YAML, TOML or JSON: {name: ..., params...}) "
+              "or inline JSON ('{\"name\": \"mcp\", \"command\": [...]}').")
+
+
+def world_option(text: str | None, flag: str = "--world") -> object:
+    """The world spec of a ``--world`` value, checked by building the world once (no server is started).
+
+    ``text``: a world's name, ``mcp:COMMAND [ARGS]``, inline JSON (an object with a ``name``) or a
+    ``.yaml``/``.yml``/``.toml``/``.json`` file holding such a mapping. Errors name the flag, the file
+    (and line of the key, where it is known) and the fix; ``None`` stays ``None``.
+    """
+    import json
+    from pathlib import Path
+
+    from pivot_envs.config import ConfigError, read_config_file
+
+    if text is None:
+        return None
+    value = text.strip()
+    if not value:
+        fail(f"{flag}: give a world name, mcp:COMMAND [ARGS], a world config file or inline JSON")
+    source = None
+    where = f"{flag} {text}"
+    if value.startswith("{"):
+        try:
+            spec = json.loads(value)
+        except json.JSONDecodeError as exc:
+            fail(f"{flag}: inline JSON is not valid at column {exc.colno}: {exc.msg} "
+                 "(quote it for the shell: --world '{\"name\": \"tau2-retail\"}')")
+        where = f"{flag} (inline JSON)"
+    elif Path(value).suffix.lower() in (".yaml", ".yml", ".toml", ".json"):
+        try:
+            source = read_config_file(value)
+        except ConfigError as exc:
+            fail(f"{flag} {exc}")
+        spec = source.data
+        where = f"{flag} {value}"
+    else:
+        spec = value
+    if isinstance(spec, dict) and not isinstance(spec.get("name"), str):
+        from pivot_envs.worlds import world_names
+
+        fail(f"{where}: a world config is a mapping with a 'name' (one of {', '.join(world_names())}) and the "
+             "world's parameters, e.g. {\"name\": \"mcp\", \"command\": [\"my-server\"], \"isolation\": \"process\"}")
+    if not isinstance(spec, (dict, str)):
+        fail(f"{where}: a world config must be a JSON object with a 'name', got {type(spec).__name__}")
+    from pivot_envs.worlds import build_world
+
+    try:
+        build_world(spec).close()
+    except (ValueError, TypeError, ImportError) as exc:
+        import re
+
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        named = re.search(r"unexpected keyword argument '(\w+)'", message)
+        if named and isinstance(spec, dict):
+            key = named.group(1)
+            if source is not None and key in source.origins:
+                where = f"{flag} {source.origins[key]}"
+            message = f"world {spec['name']!r} has no parameter {key!r}{_parameters_hint(spec['name'], key)}"
+        fail(f"{where}: {message}")
+    if isinstance(spec, str) and spec.startswith("mcp:"):
+        _note_preset(spec)
+    return spec
+
+
+def _parameters_hint(name: str, key: str) -> str:
+    """`` (did you mean 'X'?; its parameters: ...)`` for a world's factory, or ``""`` when they cannot be read."""
+    import difflib
+    import inspect
+
+    from pivot_envs.worlds import world_factory
+
+    try:
+        factory = world_factory(name)
+        params = [p for p in inspect.signature(factory).parameters if p not in ("self", "params")]
+    except (ValueError, TypeError):
+        return ""
+    close = difflib.get_close_matches(key, params, n=1)
+    guess = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{guess} (its parameters: {', '.join(params)})" if params else guess
+
+
+def _note_preset(spec: str) -> None:
+    """A note on stderr when a bare ``mcp:`` command is a server a preset knows better."""
+    import shlex
+
+    from pivot_envs.worlds.tau2 import preset_for_command
+
+    try:
+        preset = preset_for_command(shlex.split(spec[len("mcp:"):]))
+    except ValueError:
+        return
+    if preset:
+        err_console.print(
+            f"note: {spec} is tau2-bench's server: each episode runs a fresh server with its own state folder "
+            "(it keeps its state in a folder shared by every process unless told otherwise), its admin tools "
+            "(reset_state, get_call_log) are hidden and the agent sees tau2's own tool messages, not the "
+            "server's envelope. Its digest reads only the task's probes (else the list of successful calls); "
+            f"--world {preset} also digests the records the episode's writes changed, with no probes",
+            highlight=False, soft_wrap=True)

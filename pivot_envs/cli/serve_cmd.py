@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from pivot_envs.cli.common import err_console, fail
+from pivot_envs.cli.common import WORLD_HELP, err_console, fail
 
 
 def serve_command(
@@ -26,6 +26,7 @@ def serve_command(
     domain: Optional[List[str]] = typer.Option(None, "--domain", help="Serve this domain's envs (repeatable; default: all)."),
     verifier: Optional[str] = typer.Option(None, "--verifier", "-v", help="Verifier name for /verify and pivot envs (default: each pivot's domain default)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Verifier config file (YAML, TOML or JSON: {name: ..., params...})."),
+    world: Optional[str] = typer.Option(None, "--world", help="With --verifier world_exec: the world that executes the calls of /verify and the pivot envs. " + WORLD_HELP),
     session_ttl: float = typer.Option(600.0, "--session-ttl", min=1.0, help="Seconds after which an idle gym session is closed."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
@@ -35,10 +36,15 @@ def serve_command(
         import fastapi  # noqa: F401
     except ImportError:
         fail("pivot-envs serve needs FastAPI and uvicorn: pip install 'pivot-envs[serve]'")
-    from pivot_envs.cli.verify_cmd import _spec
+    from pivot_envs.cli.verify_cmd import _spec, _world_exec_spec
     from pivot_envs.domains import domain_names
 
-    spec = _spec(verifier, config)  # checked by building it; fails with the flag named
+    if world is not None:
+        if verifier != "world_exec" or config is not None:
+            fail(f"--world {world}: only with --verifier world_exec (or put 'world' in a --config file)")
+        spec = _world_exec_spec(world)  # checked by building it; fails with the flag named
+    else:
+        spec = _spec(verifier, config)  # checked by building it; fails with the flag named
     known = domain_names()
     for d in domain or []:
         if d not in known:

@@ -19,7 +19,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from pivot_envs.cli.common import console, fail, progress, user_errors
+from pivot_envs.cli.common import WORLD_HELP, console, fail, progress, user_errors, world_option
 
 
 def verify_command(
@@ -31,7 +31,7 @@ def verify_command(
     expected: Optional[str] = typer.Option(None, "--expected", help="One-off: the expert action (text or assistant-message JSON)."),
     action: Optional[str] = typer.Option(None, "--action", help="One-off: the candidate action (text or assistant-message JSON)."),
     tools: Optional[Path] = typer.Option(None, "--tools", help="One-off: a JSON file with the OpenAI tool specs."),
-    world: Optional[str] = typer.Option(None, "--world", help="With --verifier world_exec: the world that executes the calls (a built-in or registered world's name, see `pivot-envs list`, or mcp:COMMAND [ARGS]); each row's world settings (meta.world.config) and context tool calls are replayed first."),
+    world: Optional[str] = typer.Option(None, "--world", help="With --verifier world_exec: the world that executes the calls. " + WORLD_HELP + " Each row's world settings (meta.world.config) and context tool calls are replayed first; a row naming world_exec keeps this world."),
     report: bool = typer.Option(False, "--report", help="Print strict vs functional pass rates and the miss rate P[strict=0 | functional=1]."),
 ) -> None:
     """Verify actions against expected actions, standalone (batch JSONL or one-off)."""
@@ -93,10 +93,11 @@ def _spec(verifier: Optional[str], config: Optional[Path]) -> Any:
 
 
 def _world_exec_spec(world: str) -> dict[str, Any]:
-    """The ``world_exec`` verifier on ``world``, checked by building it (the world is built and closed)."""
+    """The ``world_exec`` verifier on ``world`` (a name, mcp:COMMAND, a config file or inline JSON), checked by
+    building it (the world is built and closed)."""
     from pivot_envs.verifiers import build_verifier
 
-    spec = {"name": "world_exec", "world": world}
+    spec = {"name": "world_exec", "world": world_option(world)}
     try:
         build_verifier(spec).close()
     except (ValueError, TypeError) as exc:

