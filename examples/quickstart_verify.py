@@ -3,8 +3,10 @@
     python examples/quickstart_verify.py
 
 A verifier rewards actions that are *functionally equivalent* to the expert's, not only the
-expert's exact string: here the candidate reorders the arguments, writes the amount as "5.0" and
-uses Hermes ``<tool_call>`` syntax, and still passes ``tool_call``; the ``strict`` baseline fails it.
+expert's exact string: here the candidate reorders the arguments, writes the amount as 5.0 (the
+parameter is a ``number``) and uses Hermes ``<tool_call>`` syntax, and still passes ``tool_call``; the
+``strict`` baseline fails it. (The amount as the text "5.0" would fail: ``tool_call`` converts no type
+unless told, ``coerce: "strict"``, as a backend that takes JSON values as they come sees another call.)
 """
 
 from pivot_envs import Pivot, parse_action
@@ -20,7 +22,7 @@ pivot = Pivot(
     context=[{"role": "user", "content": "refund 5 dollars on A1"}],
     expert=parse_action('{"name": "refund", "arguments": {"order_id": "A1", "amount": 5}}').message,
 )
-candidate = parse_action('<tool_call>{"name": "refund", "arguments": {"amount": "5.0", "order_id": "A1"}}</tool_call>')
+candidate = parse_action('<tool_call>{"name": "refund", "arguments": {"amount": 5.0, "order_id": "A1"}}</tool_call>')
 
 functional = build_verifier("tool_call")(candidate, pivot)  # or build_verifier({"name": "tool_call", **params})
 strict = build_verifier("strict")(candidate, pivot)

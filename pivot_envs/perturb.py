@@ -114,3 +114,43 @@ def call_variants(name: str, arguments: dict[str, Any], parameters: dict[str, An
 
 def _looks_like_id(key: str, value: str) -> bool:
     return key == "id" or key.endswith("_id") or (" " not in value and any(c.isdigit() for c in value))
+
+
+SPELLING_VARIANT_KINDS = ("id_trailing_space", "text_trailing_space", "integer_as_string", "digits_as_number",
+                          "array_as_json_text")
+"""The kinds of :func:`spelling_variants`: the same value written another way, which lenient string rules may
+read as the same call while a backend that takes JSON values as they come (tau2's servers, plain Python tool
+functions) does not."""
+
+
+def spelling_variants(name: str, arguments: dict[str, Any],
+                      rng: random.Random) -> list[tuple[str, str, dict[str, Any]]]:
+    """Other spellings of the values of one tool call ``name(arguments)``: ``[(kind, name, arguments), ...]``,
+    at most one per kind of :data:`SPELLING_VARIANT_KINDS` (a kind with no argument to act on is left out).
+
+    ``id_trailing_space`` appends a space to an identifier-like string (as :func:`call_variants` tells them),
+    ``text_trailing_space`` to any other string; ``integer_as_string`` writes an integer as its text
+    (``2`` -> ``"2"``), ``digits_as_number`` a string of digits as the number (``"19122"`` -> ``19122``),
+    ``array_as_json_text`` an array as its JSON text (``["a"]`` -> ``'["a"]'``).
+    """
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    strings = [k for k, v in arguments.items() if isinstance(v, str) and v]
+    ids = [k for k in strings if _looks_like_id(k, arguments[k])]
+    texts = [k for k in strings if k not in ids]
+    for kind, keys in (("id_trailing_space", ids), ("text_trailing_space", texts)):
+        if keys:
+            key = rng.choice(keys)
+            out.append((kind, name, {**arguments, key: arguments[key] + " "}))
+    ints = [k for k, v in arguments.items() if type(v) is int]
+    if ints:
+        key = rng.choice(ints)
+        out.append(("integer_as_string", name, {**arguments, key: str(arguments[key])}))
+    digits = [k for k in strings if arguments[k].isdigit() and not arguments[k].startswith("0")]
+    if digits:
+        key = rng.choice(digits)
+        out.append(("digits_as_number", name, {**arguments, key: int(arguments[key])}))
+    arrays = [k for k, v in arguments.items() if isinstance(v, list)]
+    if arrays:
+        key = rng.choice(arrays)
+        out.append(("array_as_json_text", name, {**arguments, key: json.dumps(arguments[key])}))
+    return out

@@ -279,16 +279,73 @@ def test_floats_are_not_integers_by_default() -> None:
     assert not r.passed and r.reason == ("call 'tail': argument 'lines': 1.0 is not an integer "
                                          "(the schema declares integer)")
     assert not build_verifier("tool_call").safe_verify(_tail(path="log", lines="1.0"), p).passed
-    assert build_verifier("tool_call").safe_verify(_tail(path="log", lines="1"), p).passed  # integer text is fine
     lenient = build_verifier({"name": "tool_call", "coerce": "lenient"})
     assert lenient.safe_verify(_tail(path="log", lines=1.0), p).passed
     assert lenient.safe_verify(_tail(path="log", lines="1.0"), p).passed
-    # the expert's own float form, and numbers compared without coercion, are as before
+    strict = build_verifier({"name": "tool_call", "coerce": "strict"})
+    assert strict.safe_verify(_tail(path="log", lines="1"), p).passed  # integer text, when opted in
+    assert not strict.safe_verify(_tail(path="log", lines=1.0), p).passed  # a float still is no integer
+    # the expert's own float form is as before
     assert build_verifier("tool_call").safe_verify(_tail(path="log", lines=1.0), _lookup_pivot(
         {"path": "log", "lines": 1.0})).passed
-    assert build_verifier({"name": "tool_call", "coerce": "off"}).safe_verify(_tail(path="log", lines=1.0), p).passed
+    off = build_verifier({"name": "tool_call", "coerce": "off"})
+    assert not off.safe_verify(_tail(path="log", lines=1.0), p).passed  # "off" (the default) converts nothing
+    assert off.config()["coerce"] == build_verifier("tool_call").config()["coerce"] == "off"
     with pytest.raises(ValueError, match="coerce must be one of strict, lenient, off"):
         build_verifier({"name": "tool_call", "coerce": "loose"})
+
+
+def test_integer_text_is_no_integer_by_default() -> None:
+    # tau2 airline: update_reservation_baggages(total_baggages="1") stores the text "1" and charges 50 * "1"
+    p = _lookup_pivot({"path": "log", "lines": 1})
+    r = build_verifier("tool_call").safe_verify(_tail(path="log", lines="1"), p)
+    assert not r.passed and r.reason == "call 'tail': argument 'lines': \"1\" != 1"
+
+
+def test_numbers_and_json_text_are_not_strings_or_arrays_by_default() -> None:
+    # tau2 retail: find_user_id_by_name_zip(zip=19122) finds no user where zip="19122" finds one;
+    # an array of item ids sent as its JSON text is iterated character by character.
+    p = _lookup_pivot({"path": "19122"})
+    r = build_verifier("tool_call").safe_verify(_tail(path=19122), p)
+    assert not r.passed and r.reason == "call 'tail': argument 'path': 19122 != \"19122\""
+    assert build_verifier({"name": "tool_call", "coerce": "strict"}).safe_verify(_tail(path=19122), p).passed
+    tools = [{"type": "function", "function": {"name": "ret", "parameters": {"type": "object", "properties": {
+        "item_ids": {"type": "array", "items": {"type": "string"}}}}}}]
+    expert = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "ret", "arguments": '{"item_ids": ["1", "2"]}'}}]}
+    q = Pivot(id="q", domain="tool_use", context=[{"role": "user", "content": "hi"}], expert=expert, tools=tools)
+    as_text = {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {
+        "name": "ret", "arguments": json.dumps({"item_ids": '["1", "2"]'})}}]}
+    assert not build_verifier("tool_call").safe_verify(as_text, q).passed
+    assert build_verifier({"name": "tool_call", "coerce": "strict"}).safe_verify(as_text, q).passed
+
+
+def test_padded_names_are_not_the_name_by_default() -> None:
+    # a trailing space in a name argument (tau2 retail compares first_name.lower(): "Yusuf " finds no user)
+    p = _lookup_pivot({"path": "Yusuf"})
+    assert not build_verifier("tool_call").safe_verify(_tail(path="Yusuf "), p).passed
+    assert build_verifier({"name": "tool_call", "normalizers": ["strip"]}).safe_verify(_tail(path="Yusuf "), p).passed
+    # and in the tool's own name: "tail " is no tool
+    padded = _tail(path="Yusuf")
+    padded["tool_calls"][0]["function"]["name"] = "tail "
+    r = build_verifier("tool_call").safe_verify(padded, p)
+    assert not r.passed and "tool calls differ" in r.reason
+
+
+def test_defaults_fill_nested_objects_without_converting_types() -> None:
+    tools = [{"type": "function", "function": {"name": "book", "parameters": {"type": "object", "properties": {
+        "leg": {"type": "object", "properties": {"flight": {"type": "string"},
+                                                 "cabin": {"type": "string", "default": "economy"}}}}}}}]
+    expert = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "book", "arguments": '{"leg": {"flight": "HAT001"}}'}}]}
+    q = Pivot(id="q", domain="tool_use", context=[{"role": "user", "content": "hi"}], expert=expert, tools=tools)
+
+    def book(leg: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c0", "type": "function", "function": {"name": "book", "arguments": json.dumps({"leg": leg})}}]}
+
+    assert build_verifier("tool_call").safe_verify(book({"flight": "HAT001", "cabin": "economy"}), q).passed
+    assert not build_verifier("tool_call").safe_verify(book({"flight": "HAT001", "cabin": "business"}), q).passed
 
 
 def test_domain_defaults_keep_their_chosen_leniency() -> None:
@@ -298,3 +355,32 @@ def test_domain_defaults_keep_their_chosen_leniency() -> None:
     assert not tool_use.safe_verify(_tail(path=" ABC123", email="mia@x.com"), p).passed  # other ids: exact
     terminal = build_verifier(EXACT_NORMALIZED)
     assert terminal.safe_verify(_tail(path="  ABC123\n", email="mia@x.com"), p).passed  # commands: whitespace free
+
+
+def test_defaults_refuse_every_respelling_that_tau2_executes_differently() -> None:
+    # pivot_envs.perturb.spelling_variants: each kind is another call to tau2's servers (the benchmark executes
+    # them: benchmarks/world_exec_tau2.py); the defaults refuse all, the old lenient settings took some
+    import random
+
+    from pivot_envs.perturb import SPELLING_VARIANT_KINDS, spelling_variants
+
+    props = {"order_id": {"type": "string"}, "reason": {"type": "string"}, "zip": {"type": "string"},
+             "item_ids": {"type": "array", "items": {"type": "string"}}, "bags": {"type": "integer"}}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": props}}}]
+    args = {"order_id": "#W2378156", "reason": "no longer needed", "zip": "19122", "item_ids": ["1151293680"],
+            "bags": 2}
+    expert = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "f", "arguments": json.dumps(args)}}]}
+    p = Pivot(id="p", domain="", context=[{"role": "user", "content": "hi"}], expert=expert, tools=tools)
+    variants = spelling_variants("f", args, random.Random(0))
+    assert [k for k, _, _ in variants] == list(SPELLING_VARIANT_KINDS)
+    default = build_verifier("tool_call")
+    old = build_verifier({"name": "tool_call", "normalizers": ["strip"], "coerce": "lenient"})
+    accepted_before = []
+    for kind, name, variant in variants:
+        action = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c0", "type": "function", "function": {"name": name, "arguments": json.dumps(variant)}}]}
+        assert not default.safe_verify(action, p).passed, kind
+        if old.safe_verify(action, p).passed:
+            accepted_before.append(kind)
+    assert accepted_before == list(SPELLING_VARIANT_KINDS)

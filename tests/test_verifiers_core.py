@@ -80,6 +80,8 @@ def check(spec: Any, action: Any, expert: dict[str, Any], tools: list | None = N
 
 
 EXPERT = call("book", user_id="mia_li_3668", amount=7.5, passengers=2)
+COERCING = {"name": "tool_call", "coerce": "strict"}
+"""``tool_call`` converting text to the schema's types (opt-in: the default converts no type)."""
 
 
 # ============================================================================ tool_call
@@ -94,7 +96,13 @@ class TestToolCallArguments:
     @pytest.mark.parametrize("value", [2, "2", " 2 "])
     def test_integer_schema_coerces_integer_text(self, value: Any) -> None:
         action = call("book", user_id="mia_li_3668", amount=7.5, passengers=value)
-        assert check("tool_call", action, EXPERT).passed
+        assert check(COERCING, action, EXPERT).passed
+
+    @pytest.mark.parametrize("value", ["2", " 2 "])
+    def test_integer_text_is_no_integer_by_default(self, value: Any) -> None:
+        # tau2's airline server stores "2" bags as the text "2" (and charges 50 * "2"): another call.
+        r = check("tool_call", call("book", user_id="mia_li_3668", amount=7.5, passengers=value), EXPERT)
+        assert not r.passed and r.reason == f"call 'book': argument 'passengers': {json.dumps(value)} != 2"
 
     @pytest.mark.parametrize("value", [2.0, "2.0"])
     def test_integer_schema_rejects_floats_unless_lenient(self, value: Any) -> None:
@@ -113,12 +121,19 @@ class TestToolCallArguments:
     def test_string_schema_number_equals_its_json_text(self) -> None:
         # Documented decision: under a string schema 5 becomes "5" (its JSON text), 5.0 becomes "5.0".
         expert = call("book", user_id="u", amount=1, code="5")
-        assert check("tool_call", call("book", user_id="u", amount=1, code=5), expert).passed
-        r = check("tool_call", call("book", user_id="u", amount=1, code=5.0), expert)
+        assert check(COERCING, call("book", user_id="u", amount=1, code=5), expert).passed
+        r = check(COERCING, call("book", user_id="u", amount=1, code=5.0), expert)
         assert not r.passed and r.reason == "call 'book': argument 'code': \"5.0\" != \"5\""
 
+    def test_string_schema_number_is_no_string_by_default(self) -> None:
+        # tau2 retail looks up zip == 19122 against the text "19122": user not found (another call).
+        expert = call("book", user_id="u", amount=1, code="19122")
+        r = check("tool_call", call("book", user_id="u", amount=1, code=19122), expert)
+        assert not r.passed and r.reason == "call 'book': argument 'code': 19122 != \"19122\""
+
     def test_number_schema_text_and_tolerance(self) -> None:
-        assert check("tool_call", call("book", user_id="mia_li_3668", amount="7.5", passengers=2), EXPERT).passed
+        assert check(COERCING, call("book", user_id="mia_li_3668", amount="7.5", passengers=2), EXPERT).passed
+        assert not check("tool_call", call("book", user_id="mia_li_3668", amount="7.5", passengers=2), EXPERT).passed
         expert = call("book", user_id="u", amount=0.3)
         assert check("tool_call", call("book", user_id="u", amount=0.1 + 0.2), expert).passed
         r = check("tool_call", call("book", user_id="u", amount=5.0), call("book", user_id="u", amount=7.5))
@@ -134,8 +149,10 @@ class TestToolCallArguments:
     def test_boolean_schema(self) -> None:
         expert = call("book", user_id="u", amount=1, insurance=True)
         for value in ("true", "True", 1):
-            assert check("tool_call", call("book", user_id="u", amount=1, insurance=value), expert).passed
-        assert not check("tool_call", call("book", user_id="u", amount=1, insurance="false"), expert).passed
+            assert check(COERCING, call("book", user_id="u", amount=1, insurance=value), expert).passed
+            assert not check("tool_call", call("book", user_id="u", amount=1, insurance=value), expert).passed
+        assert check("tool_call", call("book", user_id="u", amount=1, insurance=True), expert).passed
+        assert not check(COERCING, call("book", user_id="u", amount=1, insurance="false"), expert).passed
 
     def test_without_schema_no_coercion(self) -> None:
         expert = call("lookup", n=5, flag=True)
@@ -154,7 +171,8 @@ class TestToolCallArguments:
         r = check({"name": "tool_call", "use_defaults": False}, call("book", user_id="u", amount=1, cabin="economy"),
                   expert)
         assert not r.passed and "extra argument 'cabin'" in r.reason
-        assert check("tool_call", call("search", query="x"), call("search", query="x", k="5")).passed
+        assert check("tool_call", call("search", query="x"), call("search", query="x", k=5)).passed
+        assert check(COERCING, call("search", query="x"), call("search", query="x", k="5")).passed
 
     def test_unknown_missing_and_extra_arguments(self) -> None:
         r = check("tool_call", call("book", user_id="mia_li_3668", amount=7.5, passengers=2, pets=0), EXPERT)
@@ -178,11 +196,14 @@ class TestToolCallArguments:
 
     def test_nested_arrays_and_objects_are_coerced(self) -> None:
         expert = call("book", user_id="u", amount=1, legs=[{"flight": "HAT001", "seat": 12}])
-        assert check("tool_call", call("book", user_id="u", amount=1, legs=[{"seat": "12", "flight": "HAT001"}]),
+        assert check(COERCING, call("book", user_id="u", amount=1, legs=[{"seat": "12", "flight": "HAT001"}]),
                      expert).passed
-        # an array sent as a JSON string is decoded
-        assert check("tool_call", call("book", user_id="u", amount=1, legs='[{"flight": "HAT001", "seat": 12}]'),
+        assert check("tool_call", call("book", user_id="u", amount=1, legs=[{"seat": 12, "flight": "HAT001"}]),
                      expert).passed
+        # an array sent as a JSON string is decoded (opt-in: by default it is a string, not an array)
+        legs_text = call("book", user_id="u", amount=1, legs='[{"flight": "HAT001", "seat": 12}]')
+        assert check(COERCING, legs_text, expert).passed
+        assert not check("tool_call", legs_text, expert).passed
         r = check("tool_call", call("book", user_id="u", amount=1, legs=[{"flight": "HAT002", "seat": 12}]), expert)
         assert not r.passed and r.reason == "call 'book': argument 'legs[0].flight': \"HAT002\" != \"HAT001\""
 
@@ -196,7 +217,8 @@ class TestToolCallArguments:
 
     def test_type_list_picks_the_fitting_branch(self) -> None:
         expert = call("book", user_id="u", amount=1, note=3)
-        assert check("tool_call", call("book", user_id="u", amount=1, note="3"), expert).passed
+        assert check(COERCING, call("book", user_id="u", amount=1, note="3"), expert).passed
+        assert check("tool_call", call("book", user_id="u", amount=1, note=3), expert).passed
         assert coerce("3", {"type": ["integer", "null"]}) == 3
         assert coerce(None, {"type": ["integer", "null"]}) is None
         assert coerce("4", {"anyOf": [{"type": "string"}, {"type": "integer"}]}) == "4"
@@ -287,7 +309,9 @@ class TestToolCallTurns:
         hermes = '<tool_call>\n{"name": "book", "arguments": {"amount": "7.5", "passengers": 2, "user_id": "mia_li_3668"}}\n</tool_call>'
         bare = '{"name": "book", "arguments": {"user_id": "mia_li_3668", "passengers": "2", "amount": 7.5}}'
         for raw in (hermes, bare, parse_action(hermes)):
-            assert check("tool_call", raw, EXPERT).passed
+            assert check(COERCING, raw, EXPERT).passed  # "7.5" and "2" as text: opt-in
+            assert check("tool_call", raw.replace('"7.5"', "7.5").replace('"2"', "2") if isinstance(raw, str)
+                         else parse_action(hermes.replace('"7.5"', "7.5")), EXPERT).passed
 
     def test_bad_config_is_named(self) -> None:
         with pytest.raises(ValueError, match="unknown normaliser"):

@@ -11,8 +11,9 @@ recipe is one JSON config. Execution decides what strings cannot::
 The first stage is a cheap reject: a call that differs from the expert's even when case,
 spaces, punctuation and number spellings are ignored (another tool, another value) fails without
 running anything. The second accepts, without running anything, what ``tool_call``'s defaults call
-the same (the same JSON values: they accept nothing that a backend sees as another call). What is
-left (``"abc123"`` for ``"ABC123"``, ``" ABC123"``, ``1.0`` for ``1``, ``"5"`` for ``5``) only the
+the same: the same JSON values up to key order, number tolerance and schema defaults (on tau2's
+airline and retail databases they accepted no call that executes differently). What is left
+(``"abc123"`` for ``"ABC123"``, ``" ABC123"``, ``1.0`` for ``1``, ``"5"`` for ``5``) only the
 world can tell, and ``world_exec`` decides it. An *accept* stage must be no more lenient than
 the decider: ``{"role": "accept", "verifier": {"name": "tool_call", "normalizers": ["strip"]}}``
 in front of ``world_exec`` would accept ``" ABC123 "``, which the world may reject.

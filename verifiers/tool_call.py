@@ -45,24 +45,33 @@ Arguments (parsed from JSON; key order never matters)
        surrounding whitespace ignored).
     2. ``null_is_missing``: a top-level argument given as ``null`` counts as
        omitted (unless it is required).
-    3. When the tool's schema is known (``pivot.tool_spec(name)``'s
-       ``parameters``) and ``coerce`` is not ``"off"``, every value is
-       coerced to its declared type when that is lossless and a backend
-       would take it: for ``integer``, integer text (``"5"``, ``" 5 "``)
-       becomes ``5``, but a float is no integer: ``5.0`` or ``"5.0"`` for
-       an ``integer`` parameter fails (a real backend may crash on
-       ``tail(lines=1.0)``), unless the expert wrote that float too;
-       ``coerce: "lenient"`` turns them into ``5`` as well (the old
-       default). For ``number``, ``"7.5"`` becomes
-       ``7.5``; for ``boolean``, ``"true"``/``"false"`` and ``1``/``0``; for
-       ``string``, a JSON number becomes its JSON text (``5`` -> ``"5"``,
-       ``5.0`` -> ``"5.0"``) and a boolean ``"true"``/``"false"``; an array or
-       object encoded as a JSON string is decoded. So under a ``string``
-       schema ``5`` equals ``"5"`` but ``5.0`` does not equal ``"5"``: a
-       string parameter is text, and ``"5.0"`` is not the text ``"5"``.
-       Nested arrays (``items``) and objects (``properties``) are coerced too;
+    3. Types (``coerce``). By default (``"off"``) no value changes type: an
+       action value must have the JSON type the expert's has, as a backend
+       that takes JSON values as they come (tau2-bench's servers, a Python
+       tool function) sees them. ``"5"`` is not ``5``, ``12345`` is not
+       ``"12345"``, ``'["a"]'`` is not ``["a"]``, and where the schema
+       (``pivot.tool_spec(name)``'s ``parameters``) declares ``integer``,
+       ``5.0`` is not ``5`` either (``tail(lines=1.0)`` crashes a real
+       backend), unless the expert wrote that float too. Executing such
+       calls on tau2's airline and retail databases shows each of them does
+       something else (``benchmarks/world_exec_tau2.py``). For a backend
+       that validates and converts its inputs (pydantic's lax mode, as
+       FastMCP servers do), opt in:
+
+       ``coerce: "strict"`` (the previous default) converts every value to
+       its declared type when that is lossless: for ``integer``, integer
+       text (``"5"``, ``" 5 "``) becomes ``5`` (a float still is no
+       integer); for ``number``, ``"7.5"`` becomes ``7.5``; for
+       ``boolean``, ``"true"``/``"false"`` and ``1``/``0``; for ``string``,
+       a JSON number becomes its JSON text (``5`` -> ``"5"``, ``5.0`` ->
+       ``"5.0"``) and a boolean ``"true"``/``"false"``; an array or object
+       encoded as a JSON string is decoded. So under a ``string`` schema
+       ``5`` equals ``"5"`` but ``5.0`` does not equal ``"5"``: a string
+       parameter is text, and ``"5.0"`` is not the text ``"5"``. Nested
+       arrays (``items``) and objects (``properties``) are coerced too;
        ``type`` lists and ``anyOf``/``oneOf`` pick the branch the value
-       already fits.
+       already fits. ``coerce: "lenient"`` (the first default) also turns
+       integral floats and their text (``5.0``, ``"5.0"``) into integers.
     4. ``use_defaults``: an omitted property that declares a ``default``
        equals that default (at every object level of the schema).
     5. Against the schema: an action argument that the schema does not
@@ -70,7 +79,8 @@ Arguments (parsed from JSON; key order never matters)
        the schema sets ``additionalProperties`` to ``true`` or a schema; a
        required argument that the action omits (and the expert gave) fails as
        ``missing required``. Without a schema there is no coercion and no
-       default: values are compared as parsed.
+       default: values are compared as parsed (numbers as numbers: ``5.0``
+       equals ``5`` when no schema says ``integer``).
     6. Values: numbers by ``math.isclose(rel_tol, abs_tol)`` (two integers
        exactly; booleans are never numbers; NaN equals NaN); strings after the
        ``normalizers`` pipeline (or the argument's own list in
@@ -111,7 +121,6 @@ Reasons say exactly what differed, action value first, e.g.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import re
@@ -179,10 +188,12 @@ def coerce(value: Any, schema: Any, use_defaults: bool = True, lenient: bool = F
     return compile_coercer(schema, use_defaults, lenient)(value)
 
 
-def compile_coercer(schema: Any, use_defaults: bool = True, lenient: bool = False) -> Coercer:
+def compile_coercer(schema: Any, use_defaults: bool = True, lenient: bool = False,
+                    convert: bool = True) -> Coercer:
     """A function coercing values to ``schema``'s declared types (see the module docstring).
 
-    Compiled once per tool schema so that the hot path does no schema lookups.
+    Compiled once per tool schema so that the hot path does no schema lookups. ``convert=False``
+    changes no value's type (``coerce: "off"``): it only fills the schema's defaults into objects.
     """
     if not isinstance(schema, dict):
         return _same
@@ -196,11 +207,11 @@ def compile_coercer(schema: Any, use_defaults: bool = True, lenient: bool = Fals
             for key in ("anyOf", "oneOf"):
                 branches = schema.get(key)
                 if isinstance(branches, list):
-                    return _branches_coercer(branches, use_defaults, lenient)
+                    return _branches_coercer(branches, use_defaults, lenient, convert)
             return _same
     if isinstance(t, list):
         types = [x for x in t if isinstance(x, str)]
-        coercers = [(x, _typed_coercer(x, schema, use_defaults, lenient)) for x in types]
+        coercers = [(x, _typed_coercer(x, schema, use_defaults, lenient, convert)) for x in types]
 
         def pick(value: Any) -> Any:
             for x, fn in coercers:
@@ -215,16 +226,16 @@ def compile_coercer(schema: Any, use_defaults: bool = True, lenient: bool = Fals
         return pick
     if not isinstance(t, str):
         return _same
-    return _typed_coercer(t, schema, use_defaults, lenient)
+    return _typed_coercer(t, schema, use_defaults, lenient, convert)
 
 
-def _branches_coercer(branches: list, use_defaults: bool, lenient: bool) -> Coercer:
+def _branches_coercer(branches: list, use_defaults: bool, lenient: bool, convert: bool) -> Coercer:
     options = []
     for branch in branches:
         if isinstance(branch, dict):
             t = branch.get("type")
             types = [x for x in (t if isinstance(t, list) else [t]) if isinstance(x, str)]
-            options.append((types, compile_coercer(branch, use_defaults, lenient)))
+            options.append((types, compile_coercer(branch, use_defaults, lenient, convert)))
 
     def pick(value: Any) -> Any:
         for types, fn in options:
@@ -295,26 +306,28 @@ _SCALARS: dict[str, Coercer] = {"integer": _to_integer, "number": _to_number, "s
                                 "boolean": _to_boolean}
 
 
-def _typed_coercer(t: str, schema: dict, use_defaults: bool, lenient: bool) -> Coercer:
+def _typed_coercer(t: str, schema: dict, use_defaults: bool, lenient: bool, convert: bool) -> Coercer:
+    if not convert and t not in ("array", "object"):
+        return _same
     if t == "integer" and lenient:
         return _to_integer_lenient
     if t in _SCALARS:
         return _SCALARS[t]
     if t == "array":
-        return _array_coercer(schema, use_defaults, lenient)
+        return _array_coercer(schema, use_defaults, lenient, convert)
     if t == "object":
-        return _object_coercer(schema, use_defaults, lenient)
+        return _object_coercer(schema, use_defaults, lenient, convert)
     return _same
 
 
-def _array_coercer(schema: dict, use_defaults: bool, lenient: bool) -> Coercer:
+def _array_coercer(schema: dict, use_defaults: bool, lenient: bool, convert: bool) -> Coercer:
     items = schema.get("items")
-    item = compile_coercer(items, use_defaults, lenient) if isinstance(items, dict) else None
+    item = compile_coercer(items, use_defaults, lenient, convert) if isinstance(items, dict) else None
     prefix = schema.get("prefixItems")
-    firsts = [compile_coercer(x, use_defaults, lenient) for x in prefix] if isinstance(prefix, list) else None
+    firsts = [compile_coercer(x, use_defaults, lenient, convert) for x in prefix] if isinstance(prefix, list) else None
 
     def to_array(value: Any) -> Any:
-        if isinstance(value, str) and value.lstrip().startswith("["):
+        if convert and isinstance(value, str) and value.lstrip().startswith("["):
             value = _loads_or(value, value)
         if not isinstance(value, list):
             return value
@@ -328,12 +341,12 @@ def _array_coercer(schema: dict, use_defaults: bool, lenient: bool) -> Coercer:
     return to_array
 
 
-def _object_coercer(schema: dict, use_defaults: bool, lenient: bool) -> Coercer:
+def _object_coercer(schema: dict, use_defaults: bool, lenient: bool, convert: bool) -> Coercer:
     props = schema.get("properties")
     props = props if isinstance(props, dict) else {}
-    fields = {k: compile_coercer(sub, use_defaults, lenient) for k, sub in props.items()}
+    fields = {k: compile_coercer(sub, use_defaults, lenient, convert) for k, sub in props.items()}
     extra_schema = schema.get("additionalProperties")
-    extra = compile_coercer(extra_schema, use_defaults, lenient) if isinstance(extra_schema, dict) else _same
+    extra = compile_coercer(extra_schema, use_defaults, lenient, convert) if isinstance(extra_schema, dict) else _same
     defaults = []
     if use_defaults:
         for k, sub in props.items():
@@ -341,7 +354,7 @@ def _object_coercer(schema: dict, use_defaults: bool, lenient: bool) -> Coercer:
                 defaults.append((k, fields[k](sub["default"])))
 
     def to_object(value: Any) -> Any:
-        if isinstance(value, str) and value.lstrip().startswith("{"):
+        if convert and isinstance(value, str) and value.lstrip().startswith("{"):
             value = _loads_or(value, value)
         if not isinstance(value, dict):
             return value
@@ -432,12 +445,10 @@ class _Tool:
         props = schema.get("properties")
         req = schema.get("required")
         required = frozenset(r for r in req if isinstance(r, str)) if isinstance(req, list) else frozenset()
-        if coerce != "off":
-            coercer: Coercer | None = _object_coercer(schema, use_defaults, coerce == "lenient")
-        elif use_defaults:
-            coercer = functools.partial(_fill_defaults, schema=schema)
+        if coerce != "off" or (use_defaults and _declares_defaults(schema)):
+            coercer: Coercer | None = _object_coercer(schema, use_defaults, coerce == "lenient", coerce != "off")
         else:
-            coercer = None
+            coercer = None  # nothing to convert, no default to fill: the arguments stay as parsed
         return cls(schema, props if isinstance(props, dict) else None, required,
                    bool(schema.get("additionalProperties")), coercer)
 
@@ -482,9 +493,12 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
     """Relative tolerance for comparing numbers (``math.isclose``)."""
     abs_tol: float = 1e-9
     """Absolute tolerance for comparing numbers."""
-    coerce: bool | str = "strict"
-    """Coercion to the schema's types: ``"strict"`` (``"5"`` -> ``5`` for an integer; ``5.0`` is no integer),
-    ``"lenient"`` (also ``5.0``/``"5.0"`` -> ``5``) or ``"off"``; ``True``/``False`` mean strict/off."""
+    coerce: bool | str = "off"
+    """Conversion of values to the schema's types: ``"off"`` (default: none; a value must already have the type
+    the expert's has, and ``5.0`` is no integer where the schema declares one), ``"strict"`` (text to the declared
+    type when lossless: ``"5"`` -> ``5``, ``5`` -> ``"5"``, ``"true"`` -> ``True``, JSON text -> arrays and objects;
+    the previous default) or ``"lenient"`` (also ``5.0``/``"5.0"`` -> ``5``: the first default);
+    ``True``/``False`` mean strict/off. See the module docstring, *Types*."""
     use_defaults: bool = True
     """An omitted argument equals the schema's ``default`` when one is declared."""
     null_is_missing: bool = True
@@ -515,7 +529,7 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
 
     def __post_init__(self) -> None:
         self.coerce = _coerce_mode(self.coerce)
-        self._strict_ints = self.coerce == "strict"
+        self._strict_ints = self.coerce != "lenient"
         if self.parallel not in PARALLEL_MODES:
             raise ValueError(f"parallel must be one of {', '.join(PARALLEL_MODES)}, got {self.parallel!r}")
         self._exact_all = self.parallel == "all" and not self.allow_fewer_calls and not self.allow_more_calls
@@ -750,6 +764,20 @@ def _coerce_mode(value: Any) -> str:
     return value
 
 
+def _declares_defaults(schema: Any) -> bool:
+    """Whether ``schema`` declares a ``default`` anywhere below its top level (properties, items, branches)."""
+    if isinstance(schema, list):
+        return any(_declares_defaults(x) for x in schema)
+    if not isinstance(schema, dict):
+        return False
+    props = schema.get("properties")
+    if isinstance(props, dict) and any(isinstance(x, dict) and ("default" in x or _declares_defaults(x))
+                                       for x in props.values()):
+        return True
+    return any(_declares_defaults(schema.get(k)) for k in ("items", "prefixItems", "anyOf", "oneOf",
+                                                            "additionalProperties"))
+
+
 def _declares_integer(schema: Any) -> bool:
     """Whether ``schema`` types a value as an integer (and not as any number)."""
     t = schema.get("type") if isinstance(schema, dict) else None
@@ -788,17 +816,6 @@ def _matching_reason(mode: str, reward: float, match: list[int], diffs: list[lis
     parts.extend(f"action #{j + 1} {c.name} extra" for j, c in enumerate(calls) if j not in paired)
     head = f"{mode} {reward:.4g}: {matched}/{len(expected)} expert calls matched by {len(calls)} action calls"
     return head + ": " + "; ".join(parts)
-
-
-def _fill_defaults(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    props = schema.get("properties")
-    if not isinstance(props, dict):
-        return args
-    out = dict(args)
-    for k, sub in props.items():
-        if k not in out and isinstance(sub, dict) and "default" in sub:
-            out[k] = sub["default"]
-    return out
 
 
 def _map_strings(value: Any, norm: Callable[[str], str]) -> Any:
