@@ -592,3 +592,18 @@ def test_bwrap_inside_a_private_folder_still_runs_as_root(bwrap_ok, tmp_path) ->
     verifier._rt._backend = backend  # the verifier runs through the backend built above
     result = verifier(bash("ls -a ."), make_pivot("ls -a", pid="private"))  # not identical: both really run
     assert result.passed and result.error is None and verifier.stats()["candidate_runs"] == 1
+
+
+def test_the_terminal_default_never_accepts_a_command_whose_inner_spaces_differ(bwrap_ok):
+    """The accept stage ignores only spaces at a command's ends; inner whitespace goes on to exec, which tells
+    a quoted string's spaces (different output) from spaces between words (the same command)."""
+    from pivot_envs.domains import get_domain
+    from pivot_envs.verifiers import build_verifier
+
+    verifier = build_verifier(get_domain("terminal").verifier_spec())
+    pivot = make_pivot('echo "a  b" > out.txt')
+    quoted = verifier.verify(bash('echo "a b" > out.txt'), pivot)
+    assert not quoted.passed and quoted.error is None, quoted
+    between_words = verifier.verify(bash('echo  "a  b"  >  out.txt'), pivot)
+    assert between_words.passed and between_words.verifier != "tool_call", between_words
+    assert verifier.verify(bash('  echo "a  b" > out.txt  '), pivot).passed

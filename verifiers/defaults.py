@@ -6,7 +6,7 @@ domain     default
 tool_use   ``final_turn``: calls -> ``tool_call``; answers -> ``facts``
            (an answer stating no fact: ``fuzzy``)
 terminal   ``final_turn``: calls -> ``cascade``: ``schema`` gate ->
-           normalised exact ``tool_call`` accept -> ``exec`` (when
+           exact ``tool_call`` accept (ends stripped) -> ``exec`` (when
            registered; commands from ``bash`` calls or fenced blocks) ->
            judge (when configured); answers -> ``facts``
 swe        ``tool_name`` with the SWE alias categories
@@ -43,7 +43,12 @@ EXACT_NORMALIZED: dict[str, Any] = {
     "text_verifier": {"name": "fuzzy", "target": "content", "threshold": 100,
                       "normalizers": ["strip", "collapse_whitespace"]},
 }
-"""Normalised exact match: tool calls by meaning, strings with whitespace collapsed; text exactly."""
+"""Normalised exact match: tool calls by meaning, strings with whitespace collapsed; text exactly. Not safe for
+shell commands (``echo "a  b"`` is not ``echo "a b"``): the terminal cascade uses :data:`SHELL_EXACT`."""
+
+SHELL_EXACT: dict[str, Any] = {"name": "tool_call", "normalizers": ["strip"]}
+"""The terminal cascade's accept stage: the same command up to spaces at its ends (which a shell ignores). Every
+other difference, inner whitespace included, goes on to ``exec``, which runs both commands and compares."""
 
 
 TOOL_USE_CASELESS: dict[str, list[str]] = {
@@ -95,7 +100,7 @@ def default_verifier_spec(domain: str, *, judge: dict[str, Any] | None = None) -
     if domain == "terminal":
         stages: list[dict[str, Any]] = [
             {"role": "gate", "verifier": {"name": "schema"}},
-            {"role": "accept", "verifier": dict(EXACT_NORMALIZED)},
+            {"role": "accept", "verifier": dict(SHELL_EXACT)},
         ]
         if "exec" in verifier_names():
             exec_spec = {"name": "exec", "command_from_content": "fenced"}  # a text reply is no command
