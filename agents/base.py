@@ -17,9 +17,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
 
+from pivot_envs.registry import ArgParser, Registry
 from pivot_envs.types import Action, Pivot
 
 _REGISTRY: dict[str, Callable[..., "Agent"]] = {}
+"""Kind -> agent factory: the store of :data:`AGENTS`."""
 
 
 @dataclass
@@ -58,15 +60,26 @@ class Agent:
         """Release resources (servers, models). Idempotent."""
 
 
-def register_agent(kind: str) -> Callable[[Callable[..., Agent]], Callable[..., Agent]]:
-    """Register an agent factory under ``kind`` (the part of a spec before the first ':')."""
+AGENTS: Registry[Callable[..., Agent]] = Registry("agent kind", key="kind", aliases=("name",), entries=_REGISTRY,
+                                                  instance_of=Agent)
+"""The agent registry: :func:`register_agent` adds to it; :func:`pivot_envs.agents.spec.build_agent` builds from it
+(and gives its errors the valid forms)."""
+
+
+def register_agent(kind: str, *, arg: ArgParser | str | None = None,
+                   replace: bool = True) -> Callable[[Callable[..., Agent]], Callable[..., Agent]]:
+    """Register an agent factory under ``kind`` (the part of a spec before the first ':').
+
+    ``arg`` says how ``KIND:TEXT`` passes ``TEXT``: positionally (``None``), as the keyword it names, or
+    through a parser returning keyword arguments (see :class:`pivot_envs.registry.Registry`). A kind
+    registered again replaces the earlier factory (``replace=False`` refuses instead).
+    """
 
     def deco(factory: Callable[..., Agent]) -> Callable[..., Agent]:
-        _REGISTRY[kind] = factory
-        return factory
+        return AGENTS.register(kind, factory, arg=arg, replace=replace)
 
     return deco
 
 
 def agent_kinds() -> list[str]:
-    return sorted(_REGISTRY)
+    return AGENTS.names()

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import copy
 import random
+from pathlib import Path
 from typing import Any, Sequence
 
 from pivot_envs.actions import message_text, parse_action
 from pivot_envs.agents.base import Agent, Completion, register_agent
+from pivot_envs.formats import read_trajectories
 from pivot_envs.perturb import perturb_action
 from pivot_envs.types import Message, Pivot, stable_hash
 
@@ -61,10 +63,6 @@ class ReplayAgent(Agent):
         self.file = None if file is None else str(file)
         self._actions: dict[str, list[Message]] = {}
         if self.file is not None:
-            from pathlib import Path
-
-            from pivot_envs.formats import read_trajectories
-
             if not Path(self.file).exists():
                 raise FileNotFoundError(f"replay:{self.file}: no such trajectory file")
             for traj in read_trajectories(self.file):

@@ -13,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
+from pivot_envs.jsonl import read_rows
+from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
 from pivot_envs.types import Pivot, Trajectory
 
 DATA_DIR = Path(__file__).resolve().parent
@@ -44,15 +46,11 @@ def bundled_file(domain: str, split: str) -> Path:
 
 def load_trajectories(domain: str, split: str = "train") -> list[Trajectory]:
     """The bundled expert trajectories of ``domain`` for ``split``."""
-    from pivot_envs.jsonl import read_rows
-
     return read_rows(bundled_file(domain, split), Trajectory.from_dict)
 
 
 @lru_cache(maxsize=16)
 def _bundled_pivots(domain: str, split: str) -> tuple[Pivot, ...]:
-    from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
-
     pivots, _ = extract_pivots(load_trajectories(domain, split), domain, ExtractOptions(min_reward=1.0))
     return tuple(pivots)
 

@@ -3,11 +3,14 @@
 An arm of the comparison (``base``, ``sft``, ``pivotrl``, ``no_filter``,
 ``strict_reward``, ``pvpo``) at one seed is a :class:`RunSpec`. :func:`execute_run`
 trains it (nothing for ``base``), evaluates it on the validation and/or test
-pivots, and keeps everything in its own folder ``DIR/runs/<arm>-s<seed>-<key>/``::
+pivots and plays the held-out tasks, and keeps everything in its own folder ``DIR/runs/<arm>-s<seed>-<key>/``::
 
     train/             the trainer's output (final/ model, metrics.jsonl, plots)
     val.json, test.json  full evaluation reports (pivot_envs.trainers.evaluate)
-    run.json           the spec and the summaries below (written after each phase)
+    tasks.json, tasks_sampled.json  the held-out tasks played greedily and at T=1
+    *_items.json       per-item outcomes (the report's paired tests)
+    parts/<part>.json  each part's summary, written when the part ends (a resumed demo skips it)
+    run.json           the spec and every part's summary, assembled
 
 The folder name carries a hash of the spec and of the shared settings, so a run
 is found again (and skipped) when the demo is resumed, and a validation run
@@ -23,11 +26,16 @@ import json
 import math
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.agents.hf import HFAgent
+from pivot_envs.experiments.stats import pass_at_1
+from pivot_envs.trainers.evaluate import evaluate, evaluate_episodes
+from pivot_envs.trainers.metrics import read_metrics
+from pivot_envs.trainers.sft import SFTConfig, train_sft
 from pivot_envs.types import stable_hash
 
 ARMS = ("base", "sft", "pivotrl", "no_filter", "strict_reward", "pvpo", "e2e", "e2e_credit", "arpo")
@@ -49,10 +57,10 @@ EPISODE_ARMS = ("e2e", "e2e_credit", "arpo")
 """Arms trained on whole episodes (tasks) instead of pivots."""
 
 CURVE_ARMS = ("pivotrl", "e2e", "e2e_credit", "arpo")
+"""Arms whose task success is measured along training (``RunSettings.curve_every``): Figure 1's curves."""
 
 TURN_CREDIT = 0.5
 """``turn_credit`` of the ``e2e_credit`` arm (:class:`~pivot_envs.trainers.episode_rl.EpisodeRLConfig`)."""
-"""Arms whose task success is measured along training (``RunSettings.curve_every``): Figure 1's curves."""
 
 
 @dataclass(frozen=True)
@@ -166,55 +174,135 @@ def read_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-def execute_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
-    """Train (unless done) and evaluate (what is not done yet) one run; returns its ``run.json`` content."""
+TASK_PARTS = ("tasks", "tasks_sampled")
+"""The parts of a ``test`` evaluation that play the held-out tasks: greedily, and ``episode_k`` times at T=1."""
+
+PART_ORDER = ("train", "tasks_sampled", "tasks", "test", "val", "curve")
+"""Which ready part a free worker takes first: training unblocks a run's evaluations, and playing the
+held-out tasks is the longest evaluation."""
+
+
+def run_parts(spec: RunSpec, settings: RunSettings) -> list[str]:
+    """The parts of one run, each a job of its own: ``train`` (not for ``base``), then, each only after
+    ``train``, the evaluations (``test`` is the pivots and the probes; with ``settings.test_tasks`` the
+    held-out tasks are the parts ``tasks`` and ``tasks_sampled``) and the ``curve``."""
+    parts = [] if spec.arm == "base" else ["train"]
+    for which in spec.evals:
+        parts.append(which)
+        if which == "test" and settings.test_tasks:
+            parts += ["tasks"] + (["tasks_sampled"] if settings.episode_k > 0 else [])
+    if wants_curve(spec, settings):
+        parts.append("curve")
+    return parts
+
+
+def part_done(spec: RunSpec, settings: RunSettings, part: str) -> bool:
+    """Whether a part's result is saved (``parts/<part>.json``; training also needs its final model)."""
+    folder = run_dir(spec, settings)
+    if part == "train" and not (folder / "train" / "final").exists():
+        return False
+    return (folder / "parts" / f"{part}.json").exists()
+
+
+def execute_part(spec: RunSpec, settings: RunSettings, part: str) -> dict[str, Any]:
+    """Run one part of a run (see :func:`run_parts`) and save its result to ``parts/<part>.json``."""
     quiet_transformers()
     folder = run_dir(spec, settings)
     folder.mkdir(parents=True, exist_ok=True)
-    state = read_run(spec, settings)
-    state.update({"arm": spec.arm, "seed": spec.seed, "label": spec.label, "lr": spec.lr, "folder": str(folder),
-                  "pivots": spec.pivots})
-    model = settings.base_model
-    if spec.arm != "base":
-        final = folder / "train" / "final"
-        if "train" not in state or not final.exists():
-            _say(f"[{folder.name}] training {spec.arm} ({settings.steps} steps, lr {spec.lr:g}) ...")
-            state["train"] = _train(spec, settings, folder / "train")
-            _save(folder, state)
-            t = state["train"]
-            _say(f"[{folder.name}] trained in {t['seconds']:.0f} s")
-        model = str(final)
-    for which in spec.evals:
-        if which in state:
-            continue
-        _say(f"[{folder.name}] evaluating on {which} ...")
-        state[which] = _evaluate(model, which, spec, settings, folder)
-        _save(folder, state)
-        s = state[which]
-        ood = "" if s.get("ood_accuracy") is None else f", OOD {s['ood_accuracy']:.3f}"
-        _say(f"[{folder.name}] {which}: functional {s['functional']:.3f}, strict {s['strict']:.3f}{ood} "
-             f"({s['seconds']:.0f} s)")
-    if wants_curve(spec, settings) and "curve" not in state:
+    model = settings.base_model if spec.arm == "base" else str(folder / "train" / "final")
+    if part == "train":
+        _say(f"[{folder.name}] training {spec.arm} ({settings.steps} steps, lr {spec.lr:g}) ...")
+        result = _train(spec, settings, folder / "train")
+        _say(f"[{folder.name}] trained in {result['seconds']:.0f} s")
+    elif part in ("val", "test"):
+        _say(f"[{folder.name}] evaluating on {part} ...")
+        result = _evaluate(model, part, spec, settings, folder)
+        ood = "" if result.get("ood_accuracy") is None else f", OOD {result['ood_accuracy']:.3f}"
+        _say(f"[{folder.name}] {part}: functional {result['functional']:.3f}, strict {result['strict']:.3f}{ood} "
+             f"({result['seconds']:.0f} s)")
+    elif part in TASK_PARTS:
+        _say(f"[{folder.name}] playing the held-out tasks ({'T=1' if part == 'tasks_sampled' else 'greedy'}) ...")
+        result = _evaluate_tasks(model, part, spec, settings, folder)
+        _say(f"[{folder.name}] {part}: task success {result['success']:.3f} over {result['episodes']} episodes "
+             f"({result['seconds']:.0f} s)")
+    elif part == "curve":
         _say(f"[{folder.name}] task success along training ...")
-        state["curve"] = task_curve(spec, settings, folder)
-        _save(folder, state)
+        result = {"points": task_curve(spec, settings, folder)}
+    else:
+        raise ValueError(f"unknown part {part!r} of run {folder.name}")
+    _write_json(folder / "parts" / f"{part}.json", result)
+    return result
+
+
+def execute_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
+    """Run every part of a run not done yet, in this process; returns its ``run.json`` content."""
+    for part in run_parts(spec, settings):
+        if not part_done(spec, settings, part):
+            execute_part(spec, settings, part)
+    return assemble_run(spec, settings)
+
+
+def assemble_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
+    """``run.json`` from the saved parts: ``train``, one summary per evaluation (``test`` with the held-out
+    task figures of its task parts), the ``curve`` and the rollout turns."""
+    folder = run_dir(spec, settings)
+    parts = {p: json.loads((folder / "parts" / f"{p}.json").read_text(encoding="utf-8"))
+             for p in run_parts(spec, settings)}
+    state: dict[str, Any] = {"arm": spec.arm, "seed": spec.seed, "label": spec.label, "lr": spec.lr,
+                             "folder": str(folder), "pivots": spec.pivots}
+    if "train" in parts:
+        state["train"] = parts["train"]
+    for which in spec.evals:
+        state[which] = dict(parts[which])
+    if "test" in state:
+        state["test"].update(_task_figures(parts.get("tasks"), parts.get("tasks_sampled")))
+        state["test"]["seconds"] = round(sum(parts[p]["seconds"] for p in ("test", *TASK_PARTS) if p in parts), 2)
+    if "curve" in parts:
+        state["curve"] = parts["curve"]["points"]
     state["profile_rollouts"] = spec.profile_rollouts
     state["rollout_turns"] = spec.profile_rollouts + int(state.get("train", {}).get("rollouts", 0))
-    _save(folder, state)
+    _write_json(folder / "run.json", state)
     return state
 
 
+def _task_figures(greedy: dict[str, Any] | None, sampled: dict[str, Any] | None) -> dict[str, Any]:
+    """The task-success fields of a ``test`` summary from its task parts."""
+    greedy, sampled = greedy or {}, sampled or {}
+    return {"task_success": sampled.get("success"), "task_success_greedy": greedy.get("success"),
+            "tasks": greedy.get("episodes"), "task_errors": (greedy.get("errors") or 0) + (sampled.get("errors") or 0),
+            "turns_mean": greedy.get("turns_mean"), "turns_mean_sampled": sampled.get("turns_mean"),
+            "truncated_greedy": _share(greedy.get("truncated"), greedy.get("episodes")),
+            "truncated_sampled": _share(sampled.get("truncated"), sampled.get("episodes"))}
+
+
+def _share(part: int | None, whole: int | None) -> float | None:
+    return part / whole if part is not None and whole else None
+
+
 def run_many(specs: Sequence[RunSpec], settings: RunSettings, workers: int = 1) -> list[dict[str, Any]]:
-    """:func:`execute_run` for every spec, ``workers`` at a time in worker processes (1: in this process)."""
+    """:func:`execute_run` for every spec, ``workers`` parts at a time in worker processes (1: in this
+    process). Each run's parts are separate jobs (:func:`run_parts`), so one long run does not keep a worker
+    busy while the other waits: a free worker takes the ready part that comes first in :data:`PART_ORDER`."""
     specs = list(specs)
-    if workers <= 1 or len(specs) <= 1:
+    if workers <= 1 or not specs:
         return [execute_run(s, settings) for s in specs]
+    pending = {i: [p for p in run_parts(s, settings) if not part_done(s, settings, p)] for i, s in enumerate(specs)}
     import multiprocessing
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(specs)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(execute_run, s, settings) for s in specs]
-        return [f.result() for f in futures]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        running: dict[Any, tuple[int, str]] = {}
+        while any(pending.values()) or running:
+            ready = [(PART_ORDER.index(p), i, p) for i, parts in pending.items() for p in parts
+                     if p == "train" or "train" not in parts]
+            ready = [r for r in ready if (r[1], r[2]) not in running.values()]
+            for _, i, part in sorted(ready)[: max(0, workers - len(running))]:
+                running[pool.submit(execute_part, specs[i], settings, part)] = (i, part)
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in finished:
+                i, part = running.pop(future)
+                future.result()  # a failed part stops the demo with its error
+                pending[i].remove(part)
+    return [assemble_run(s, settings) for s in specs]
 
 
 # --------------------------------------------------------------------------- training
@@ -249,8 +337,7 @@ def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
 
 
 def _train_rl(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
-    from pivot_envs.trainers.metrics import read_metrics
-    from pivot_envs.trainers.pivotrl import train_pivotrl
+    from pivot_envs.trainers.pivotrl import train_pivotrl  # imports torch (the train extra) at its top
 
     def describe(row: dict[str, Any]) -> str:
         reward, zv = row.get("reward_mean"), row.get("zero_var_frac")
@@ -268,7 +355,7 @@ def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str,
     as many rollout turns as a PivotRL step over ``pivots_per_step`` pivots."""
     cfg: dict[str, Any] = dict(
         model=settings.base_model, output_dir=str(out), overwrite_output_dir=True, domain=settings.domain,
-        tasks=spec.tasks, seed=spec.seed, steps=settings.steps, pivots_per_step=max(1, settings.pivots_per_step // 4),
+        tasks=spec.tasks, seed=spec.seed, steps=settings.steps, tasks_per_step=max(1, settings.pivots_per_step // 4),
         group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant",
         warmup_steps=settings.warmup_steps, beta=settings.beta, loss_agg="token", zero_variance="skip",
@@ -281,8 +368,7 @@ def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str,
 
 
 def _train_episodes(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
-    from pivot_envs.trainers.episode_rl import train_episode_rl
-    from pivot_envs.trainers.metrics import read_metrics
+    from pivot_envs.trainers.episode_rl import train_episode_rl  # imports torch (the train extra) at its top
 
     def describe(row: dict[str, Any]) -> str:
         reward = row.get("success_mean")
@@ -326,8 +412,6 @@ def rl_summary(rows: Sequence[dict[str, Any]], group_size: int, seconds: float) 
 
 
 def _train_sft(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
-    from pivot_envs.trainers.sft import SFTConfig, train_sft
-
     cfg = SFTConfig(model=settings.base_model, output_dir=str(out), overwrite_output_dir=True, domain=settings.domain,
                     pivots=spec.pivots, seed=spec.seed, steps=settings.steps, batch_size=settings.pivots_per_step,
                     lr=spec.lr, lr_schedule="constant", max_prompt_tokens=settings.max_context_tokens,
@@ -343,18 +427,14 @@ def _train_sft(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any
 
 def _evaluate(model: str, which: str, spec: RunSpec, settings: RunSettings, folder: Path) -> dict[str, Any]:
     """``val``: greedy per-turn accuracy on the validation pivots (what selection uses). ``test``: greedy and
-    mean@k per-turn accuracy on the test pivots, the OOD probes and, with ``settings.test_tasks``, task
-    success on the held-out tasks (greedy, and pass@1 over ``episode_k`` episodes at temperature 1).
+    mean@k per-turn accuracy on the test pivots and the OOD probes (the held-out tasks are the parts of
+    :func:`_evaluate_tasks`).
     Per-item outcomes go to ``{which}_items.json`` for the paired comparisons of the report."""
-    from pivot_envs.trainers.evaluate import evaluate
-
     test = which == "test"
-    episodes = {settings.domain: settings.test_tasks} if (test and settings.test_tasks) else False
     report = evaluate(model, settings.test_pivots if test else settings.val_pivots, k=settings.eval_k if test else 0,
                       probes=test, seed=spec.seed, max_new_tokens=settings.max_new_tokens,
                       max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch,
-                      num_threads=settings.num_threads, device="cpu", details=True, episodes=episodes,
-                      episode_max_turns=settings.max_turns, episode_k=settings.episode_k if episodes else 0)
+                      num_threads=settings.num_threads, device="cpu", details=True)
     items = item_outcomes(report)
     for key in ("per_pivot", "episode_rows", "episodes_sampled_rows"):
         report.pop(key, None)
@@ -363,13 +443,36 @@ def _evaluate(model: str, which: str, spec: RunSpec, settings: RunSettings, fold
     return eval_summary(report)
 
 
+def _evaluate_tasks(model: str, part: str, spec: RunSpec, settings: RunSettings, folder: Path) -> dict[str, Any]:
+    """Task success on the held-out tasks, each played to the end: greedily (``tasks``) or ``episode_k`` times
+    at temperature 1 (``tasks_sampled``, pass@1 = the mean over them). The report goes to ``<part>.json``, the
+    per-task outcomes to ``<part>_items.json``; returns the overall figures."""
+    sampled = part == "tasks_sampled"
+    key = "episodes_sampled" if sampled else "episodes"
+    began = time.perf_counter()
+    agent = HFAgent(model, device="cpu", temperature=1.0 if sampled else 0.0, max_new_tokens=settings.max_new_tokens,
+                    max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch, logprobs="none",
+                    num_threads=settings.num_threads, seed=spec.seed)
+    try:
+        report = evaluate_episodes({"model": model, "domains": {}, "overall": {}, "settings": {}}, agent,
+                                   {settings.domain: settings.test_tasks}, max_turns=settings.max_turns,
+                                   seed=spec.seed, batch_size=settings.eval_batch, details=True,
+                                   repeats=settings.episode_k if sampled else 1, key=key)
+    finally:
+        agent.close()
+    items = item_outcomes(report)
+    report.pop(f"{key}_rows" if sampled else "episode_rows", None)
+    report["seconds"] = round(time.perf_counter() - began, 3)
+    (folder / f"{part}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    (folder / f"{part}_items.json").write_text(json.dumps(items) + "\n", encoding="utf-8")
+    return {**report["overall"][key], "seconds": report["seconds"]}
+
+
 def item_outcomes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per-item outcomes of an evaluation with ``details``: ``pivot_greedy`` {pivot id: 1/0/None},
     ``pivot_sampled`` {pivot id: mean@k}, ``task_greedy`` {task id: 1/0/None}, ``task_sampled``
     {task id: pass@1 = mean success over the temperature-1 episodes}, ``probe`` {probe id: 1/0} (OOD,
     greedy exact match)."""
-    from pivot_envs.experiments.stats import pass_at_1
-
     out: dict[str, dict[str, Any]] = {"pivot_greedy": {}, "pivot_sampled": {}, "task_greedy": {}, "task_sampled": {},
                                       "probe": {}}
     for row in (report.get("probes") or {}).get("rows") or []:
@@ -393,8 +496,18 @@ def item_outcomes(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def read_items(run: dict[str, Any], which: str = "test") -> dict[str, dict[str, Any]] | None:
     """The per-item outcomes saved by a run's evaluation (``None`` when absent)."""
-    path = Path(run["folder"]) / f"{which}_items.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    folder = Path(run["folder"])
+    path = folder / f"{which}_items.json"
+    if not path.exists():
+        return None
+    items = json.loads(path.read_text(encoding="utf-8"))
+    for part in TASK_PARTS if which == "test" else ():  # the held-out tasks were played as parts of their own
+        part_path = folder / f"{part}_items.json"
+        if part_path.exists():
+            for kind, outcomes in json.loads(part_path.read_text(encoding="utf-8")).items():
+                if outcomes:
+                    items[kind] = outcomes
+    return items
 
 
 def eval_summary(report: dict[str, Any]) -> dict[str, Any]:
@@ -430,10 +543,7 @@ def task_curve(spec: RunSpec, settings: RunSettings, folder: Path) -> list[dict[
     """Task success of every checkpoint of a trained run against the rollout turns spent to reach it
     (profiling included): the points of the paper's Figure 1. Played on the first ``curve_tasks``
     held-out tasks, greedy and at temperature 1 (``episode_k`` episodes per task)."""
-    from pivot_envs.trainers.checkpoint import list_checkpoints
-    from pivot_envs.trainers.evaluate import evaluate_episodes
-    from pivot_envs.trainers.metrics import read_metrics
-    from pivot_envs.agents.hf import HFAgent
+    from pivot_envs.trainers.checkpoint import list_checkpoints  # imports torch (the train extra) at its top
 
     train = folder / "train"
     rows = {int(r["step"]): r for r in read_metrics(train / "metrics.jsonl")}
@@ -491,10 +601,12 @@ def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _save(folder: Path, state: dict[str, Any]) -> None:
-    tmp = folder / "run.json.tmp"
-    tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(folder / "run.json")
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically (a resumed demo never reads half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 def _say(message: str) -> None:

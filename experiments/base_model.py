@@ -31,6 +31,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.envs_data.probes import probe_examples
+from pivot_envs.models.reference import build_reference_model
+from pivot_envs.models.tiny import count_parameters
+from pivot_envs.trainers.lm_loop import Part, collate, target_nll_sum, train_steps
+from pivot_envs.trainers.sft import encode_example
 from pivot_envs.types import Pivot
 
 
@@ -124,10 +129,6 @@ def build_base_model(
     ``progress(step, steps, domain_loss, probe_loss)`` is called every 10 steps. With
     ``recipe.eval_every`` and ``val_pivots``, the weights with the lowest validation action loss are kept.
     """
-    from pivot_envs.envs_data.probes import probe_examples
-    from pivot_envs.models.reference import build_reference_model
-    from pivot_envs.models.tiny import count_parameters
-
     recipe = recipe or BaseRecipe()
     start = time.perf_counter()
     probes = probe_examples(recipe.probe_items, seed=seed)
@@ -172,9 +173,6 @@ def train_mixture(
     (``domain`` with the prompt weight, ``probe``), two loss terms normalised separately and summed."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from pivot_envs.trainers.lm_loop import Part, collate, target_nll_sum, train_steps
-    from pivot_envs.trainers.sft import encode_example
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)

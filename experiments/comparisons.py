@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from pivot_envs.experiments.arms import read_items
 from pivot_envs.experiments.stats import drop_missing, mcnemar, paired_bootstrap
 
 HEADLINE = "task success: pass@1 at temperature 1 (mean over the episodes of each held-out task)"
@@ -45,8 +46,6 @@ against plain E2E RL."""
 def paired_comparisons(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> dict[str, dict[str, Any]]:
     """``{"ARM_vs_base": {...}, "A_vs_B": {...}, "ood_retention": {...}}`` for the arms with per-item
     outcomes (see the module docstring)."""
-    from pivot_envs.experiments.arms import read_items
-
     by_arm: dict[str, dict[int, dict[str, Any]]] = {}
     for run in runs:
         if "test" not in run:

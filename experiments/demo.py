@@ -48,10 +48,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.agents.hf import HFAgent
+from pivot_envs.envs_data import generator, load_pivots, load_trajectories
+from pivot_envs.episode_env import resolve_tasks
 from pivot_envs.experiments.arms import (ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run, quiet_transformers, read_run,
                                         run_many)
 from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
-from pivot_envs.pipeline.filter import is_scored
+from pivot_envs.experiments.report import build_report, write_report
+from pivot_envs.experiments.verifier_demo import DEMO_DOMAINS, run_domain
+from pivot_envs.formats import read_pivots, read_trajectories
+from pivot_envs.jsonl import write_jsonl
+from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
+from pivot_envs.pipeline.filter import FilterConfig, filter_pivots, is_scored
+from pivot_envs.pipeline.profile import profile_pivots
+from pivot_envs.pipeline.report import profile_report
 from pivot_envs.types import Pivot, stable_hash
 
 Logger = Callable[[str], None]
@@ -177,11 +187,12 @@ class DemoConfig:
         return asdict(self)
 
 
-QUICK_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=1200, eval_every=100)
-"""The quick demo's base model: a 256-token window, 1,200 steps of 16 pivots over the base part of the bundled
-training split plus 2,000 generated trajectories, early-stopped on validation. Too long for the demo's 10 minutes,
-so it ships prebuilt (:data:`SHIPPED_BASE`, made by :data:`BUILD_BASE_COMMAND`); any other recipe or split is
-trained by the demo itself."""
+QUICK_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=3600, eval_every=100)
+"""The quick demo's base model: a 256-token window, 3,600 steps of 16 pivots over the base part of the bundled
+training split plus 2,000 generated trajectories, early-stopped on validation (49 min on 2 idle cores). With
+1,200 steps its task success at T=1 was 0.149, below the 0.25-0.65 band where RL has room; with 3,600 it is
+0.343. Too long for the demo's 10 minutes, so it ships prebuilt (:data:`SHIPPED_BASE`, made by
+:data:`BUILD_BASE_COMMAND`); any other recipe or split is trained by the demo itself."""
 
 FULL_BASE = BaseRecipe(vocab_size=4096, max_context_tokens=512, steps=1200, eval_every=100)
 """``--full``'s base model: a 512-token window (the prompts' 90th percentile is ~420 tokens) and 1,200 steps of
@@ -233,7 +244,6 @@ def smoke_config(seed: int = 0) -> DemoConfig:
 
 def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = None) -> dict[str, Any]:
     """Run (or resume) every stage of the demo in ``out_dir``; returns the report (also ``report.json``)."""
-    from pivot_envs.experiments.report import build_report, write_report
 
     say = log or _stderr
     cfg = config
@@ -287,7 +297,6 @@ def stage_verifiers(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any] |
     """The verifier summary of every built-in domain (``DIR/verifiers.json``)."""
     if cfg.verifier_pivots <= 0:
         return None
-    from pivot_envs.experiments.verifier_demo import DEMO_DOMAINS, run_domain
 
     key = stable_hash("verifiers", cfg.verifier_pivots, cfg.seed)
     path = out / "verifiers.json"
@@ -304,8 +313,6 @@ def stage_verifiers(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any] |
 
 def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
     """Split the bundled pivots by trajectory into base / validation / candidates, and sample the test pivots."""
-    from pivot_envs.envs_data import load_pivots
-    from pivot_envs.jsonl import write_jsonl
 
     key = stable_hash("data", cfg.domain, cfg.kinds, cfg.seed, cfg.base_fraction, cfg.val_fraction, cfg.max_base,
                       cfg.base_sees_candidates,
@@ -366,9 +373,6 @@ folder of ``pivot_envs.experiments``)."""
 def generate_extra(cfg: DemoConfig, folder: Path, say: Logger) -> list[Any]:
     """``cfg.extra_trajectories`` more trajectories from the domain's generator (seed ``EXTRA_SEED + seed``),
     kept in ``data/extra_trajectories.jsonl``: more, and more varied, data for the base model."""
-    from pivot_envs.envs_data import generator
-    from pivot_envs.formats import read_trajectories
-    from pivot_envs.jsonl import write_jsonl
 
     path = folder / "extra_trajectories.jsonl"
     tag = path.with_suffix(".key")
@@ -386,7 +390,6 @@ def generate_extra(cfg: DemoConfig, folder: Path, say: Logger) -> list[Any]:
 
 def extra_pivots(cfg: DemoConfig, trajs: Sequence[Any]) -> list[Pivot]:
     """The pivots of the extra trajectories (the same extraction as the bundled data's)."""
-    from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
 
     pivots, _ = extract_pivots(list(trajs), cfg.domain, ExtractOptions())
     return pivots
@@ -397,8 +400,6 @@ def write_tasks(cfg: DemoConfig, folder: Path, candidate_trajectories: set[str],
     """The task files: ``train_tasks`` (the candidates' trajectories: what the E2E arms train on, the
     same experience PivotRL's pivots come from) and ``test_tasks`` (held-out: the test split's
     trajectories, a seeded sample of ``max_test_tasks``)."""
-    from pivot_envs.episode_env import resolve_tasks
-    from pivot_envs.jsonl import write_jsonl
 
     train = [t for t in resolve_tasks(None, domain=cfg.domain, split="train") if t.id in candidate_trajectories]
     files: dict[str, str | None] = {"train_tasks": str(folder / "train_tasks.jsonl"), "test_tasks": None}
@@ -422,7 +423,6 @@ def extra_test_tasks(cfg: DemoConfig, seen: set[str]) -> list[Any]:
     """``cfg.extra_test_tasks`` generated held-out tasks (seed ``TEST_SEED + seed``): successful expert
     trajectories whose task (:func:`request_key`: request and start state) is not in ``seen`` (those of every
     bundled and base trajectory: no task the base or an arm learned from is ever a test task)."""
-    from pivot_envs.envs_data import generator
 
     seen = set(seen)
     fresh = []
@@ -447,7 +447,6 @@ BASE_REQUESTS = "base_requests.json"
 def seen_requests(cfg: DemoConfig, folder: Path, say: Logger) -> set[str]:
     """The task keys (:func:`request_key`) of every trajectory a base model of ``cfg`` may have seen: the bundled ones, and the
     extra generated ones (read from the prebuilt base when it matches, else from the generated file)."""
-    from pivot_envs.envs_data import load_trajectories
 
     seen = {request_key(t) for split in ("train", "test") for t in load_trajectories(cfg.domain, split)}
     if not cfg.extra_trajectories:
@@ -526,7 +525,6 @@ def _built_base(folder: Path, key: str) -> dict[str, Any] | None:
 def train_base(cfg: DemoConfig, folder: Path, data: dict[str, Any], key: str, command: str,
                say: Logger) -> dict[str, Any]:
     """Train the base model into ``folder`` on the base pivots plus the extra generated trajectories'."""
-    from pivot_envs.formats import read_pivots
 
     recipe = dataclasses.replace(cfg.base, num_threads=torch_threads(cfg))
     if folder.exists():
@@ -612,10 +610,6 @@ def busy_cores(seconds: float = 0.5) -> float:
 def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[str, Any],
                   say: Logger) -> dict[str, Any]:
     """Profile every candidate with K samples of the base model (checkpointed; resumes)."""
-    from pivot_envs.agents.hf import HFAgent
-    from pivot_envs.formats import read_pivots
-    from pivot_envs.jsonl import write_jsonl
-    from pivot_envs.pipeline.profile import profile_pivots
 
     key = stable_hash("profile", base["key"], cfg.profile_k, cfg.seed, cfg.max_new_tokens)
     folder = out / "data"
@@ -657,7 +651,6 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
 def profile_stats(pivots: Sequence[Pivot], k: int) -> dict[str, Any]:
     """How the base model's K samples fell at the candidates (a view of
     :func:`pivot_envs.pipeline.report.profile_report` with eighths as histogram bins)."""
-    from pivot_envs.pipeline.report import profile_report
 
     rep = profile_report(pivots, bins=8)
     n = max(1, rep.scored)
@@ -679,9 +672,6 @@ def profile_stats(pivots: Sequence[Pivot], k: int) -> dict[str, Any]:
 
 def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logger) -> dict[str, Any]:
     """Write the pivot sets: D_adv per lambda, the random D_cand subsets of equal size, the PVPO set."""
-    from pivot_envs.formats import read_pivots
-    from pivot_envs.jsonl import write_jsonl
-    from pivot_envs.pipeline.filter import FilterConfig, filter_pivots
 
     profiled = read_pivots(profile["file"])
     folder = out / "data"

@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pivot_envs.experiments.arms import ARM_TITLES, ARMS
+from pivot_envs.experiments.comparisons import paired_comparisons, turns_to_match
+from pivot_envs.experiments.verifier_demo import DomainSummary, markdown_report
+from pivot_envs.trainers.metrics import read_metrics
 
 CLAIM_MARGIN = 0.10
 """PivotRL must beat Base in-domain by at least this much (10 points)."""
@@ -92,13 +95,10 @@ def _text_turns(path: str | None) -> int | None:
 
 
 def truncated_share(run: dict[str, Any], key: str = "episodes") -> float | None:
-    """Share of a run's held-out episodes cut at ``max_turns`` (the agent never stopped), from its
-    ``test.json`` (``key``: ``episodes`` greedy, ``episodes_sampled`` at T=1); ``None`` without one."""
-    path = Path(run["folder"]) / "test.json"
-    if not path.exists():
-        return None
-    eps = (json.loads(path.read_text(encoding="utf-8")).get("overall") or {}).get(key) or {}
-    return eps["truncated"] / eps["episodes"] if eps.get("episodes") and eps.get("truncated") is not None else None
+    """Share of a run's held-out episodes cut at ``max_turns`` (the agent never stopped), from its ``test``
+    summary (``key``: ``episodes`` greedy, ``episodes_sampled`` at T=1); ``None`` without one."""
+    test = run.get("test") or {}
+    return test.get("truncated_greedy" if key == "episodes" else "truncated_sampled")
 
 
 def mean_curve(curves: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -125,8 +125,6 @@ T_95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31,
 def paired_claims(arms: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The claims the paired tests answer: PivotRL vs Base on held-out task success (the paper's in-domain
     metric), and the rollout turns PivotRL needs to match E2E RL's task success (Figure 1: >= 4x fewer)."""
-    from pivot_envs.experiments.comparisons import turns_to_match
-
     claims = []
     c = comparisons.get("pivotrl_vs_base") or {}
     if c.get("diff") is None:
@@ -397,8 +395,6 @@ def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, An
                  verifiers: dict[str, Any] | None, stage_seconds: dict[str, float],
                  wall_seconds: float) -> dict[str, Any]:
     """The ``report.json`` content."""
-    from pivot_envs.experiments.comparisons import paired_comparisons
-
     arms = aggregate_arms(runs)
     comparisons = paired_comparisons(runs)
     base_report = base["report"]
@@ -582,8 +578,6 @@ def markdown(report: dict[str, Any]) -> str:
     if r.get("plots"):
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in r["plots"]]
     if r.get("verifiers"):
-        from pivot_envs.experiments.verifier_demo import DomainSummary, markdown_report
-
         summaries = [DomainSummary(**v) for v in r["verifiers"].values()]
         text = markdown_report(summaries, sum(s.seconds for s in summaries), r["seed"])
         lines += ["", "## Verifier summary", ""] + text.splitlines()[3:]
@@ -705,8 +699,6 @@ def draw_plots(report: dict[str, Any], out: Path) -> list[Path]:
 
 def _curves(report: dict[str, Any], out: Path) -> dict[str, list[dict[str, Any]]]:
     """Metrics rows of the first seed of every RL arm (read from the run folders)."""
-    from pivot_envs.trainers.metrics import read_metrics
-
     curves = {}
     for name, arm in report["arms"].items():
         if arm.get("zero_var_frac") is None or not arm["per_seed"]:

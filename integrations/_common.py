@@ -11,7 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from pivot_envs.actions import parse_action
+from pivot_envs.agents.prompting import chat_messages, hermes_tools_block
+from pivot_envs.domains import get_domain
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
+from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
 
 PROMPT_MODES = ("hermes", "messages")
 
@@ -27,8 +31,6 @@ def prompt_messages(pivot: Pivot, mode: str = "hermes") -> list[Message]:
     ``"messages"``: the context as OpenAI messages (``tool_calls`` with dict arguments, ``tool``
     role), tools left out: for templates that render tools themselves (pass them separately).
     """
-    from pivot_envs.agents.prompting import chat_messages, hermes_tools_block
-
     if mode not in PROMPT_MODES:
         raise ValueError(f"prompt mode must be one of {PROMPT_MODES}, got {mode!r}")
     if mode == "messages":
@@ -51,11 +53,7 @@ def pivot_from_json(text: str | dict[str, Any] | Pivot) -> Pivot:
 
 def parse_for(pivot: Pivot, raw: str | Message) -> Action:
     """``raw`` parsed with the action parser of the pivot's domain (the default parser without one)."""
-    from pivot_envs.actions import parse_action
-
     if pivot.domain:
-        from pivot_envs.domains import get_domain
-
         try:
             return get_domain(pivot.domain).parse_action(raw)
         except KeyError:
@@ -69,8 +67,6 @@ def score(texts: Sequence[str | Message], pivots: Sequence[Pivot], verifier: Any
     ``verifier``: a name, config or Verifier for every pivot; ``None``: each pivot's domain default.
     A text the parser rejects is an error result (never a silent 0).
     """
-    from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
-
     resolver = verifier if isinstance(verifier, VerifierResolver) else VerifierResolver(verifier)
     actions: list[Action | None] = []
     errors: dict[int, str] = {}

@@ -54,9 +54,12 @@ import keyword
 import re
 from typing import Any, Callable
 
+from pivot_envs.agents.prompting import chat_messages
+from pivot_envs.episode_env import EpisodeEnv, bundled_domain, resolve_tasks
 from pivot_envs.integrations._common import pivot_from_json, pivot_json, prompt_messages, score
 from pivot_envs.sources import PivotSource, resolve_pivots
 from pivot_envs.types import Message, Pivot
+from pivot_envs.verifiers.batch import VerifierResolver
 
 __all__ = ["to_dataset", "make_reward_func", "PivotReward", "episode_dataset", "episode_environment_factory",
            "TRLEpisodeEnv", "make_episode_reward_func", "EpisodeReward", "completion_action"]
@@ -117,8 +120,6 @@ class PivotReward:
     __name__ = "pivot_verifier"  # the name TRL logs the reward under (rewards/pivot_verifier/mean)
 
     def __init__(self, verifier: Any = None, pivots: PivotSource = None, keep_calls: bool = True):
-        from pivot_envs.verifiers.batch import VerifierResolver
-
         self.resolver = VerifierResolver(verifier)
         self.pivots = {p.id: p for p in resolve_pivots(pivots)} if pivots is not None else {}
         self.keep_calls = keep_calls
@@ -183,9 +184,6 @@ def episode_dataset(tasks: Any = None, *, domain: str | None = None, split: str 
     ``min_reward`` as :func:`episode_environment_factory`.
     """
     from datasets import Dataset
-
-    from pivot_envs.agents.prompting import chat_messages
-    from pivot_envs.episode_env import bundled_domain, resolve_tasks
 
     items = resolve_tasks(tasks, domain=domain or bundled_domain(tasks), split=split, min_reward=min_reward)
     if not items:
@@ -369,8 +367,6 @@ def episode_environment_factory(tasks: Any = None, *, domain: str | None = None,
     * a final message that still has tool calls (``max_tool_calling_iterations`` reached) ends
       the episode with its text; its calls are not run.
     """
-    from pivot_envs.episode_env import EpisodeEnv
-
     probe = EpisodeEnv(tasks, domain=domain, user=user, **env_kwargs)
     probe.reset(options={"index": 0})
     resolved, domain_name = probe.tasks, probe.domain_name or None

@@ -45,6 +45,8 @@ from typing import Any, Sequence
 from pivot_envs.integrations._common import pivot_from_json, pivot_json, prompt_messages, score
 from pivot_envs.sources import PivotSource, resolve_pivots
 from pivot_envs.types import Pivot
+from pivot_envs.verifiers.base import build_verifier
+from pivot_envs.verifiers.batch import VerifierResolver
 
 __all__ = ["compute_score", "compute_score_batch", "to_verl_rows", "export_parquet", "DATA_SOURCE_PREFIX"]
 
@@ -69,8 +71,6 @@ def to_verl_rows(pivots: PivotSource, *, split: str | None = None, verifier: Any
     items = resolve_pivots(pivots, split=split)
     spec = None
     if verifier is not None:
-        from pivot_envs.verifiers.base import build_verifier
-
         spec = json.dumps(build_verifier(verifier).config(), sort_keys=True, default=str)
     rows = []
     for index, p in enumerate(items):
@@ -130,8 +130,6 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
                         extra_infos: Sequence[dict[str, Any] | None] | None = None, *, strict: bool = False,
                         **_: Any) -> list[dict[str, float]]:
     """veRL ``BatchRewardManager`` form of :func:`compute_score`: one ``verify_batch`` per verifier."""
-    from pivot_envs.verifiers.batch import VerifierResolver
-
     n = len(solution_strs)
     extras = list(extra_infos) if extra_infos is not None else [None] * n
     pivots = [pivot_from_json(g) for g in ground_truths]

@@ -49,7 +49,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from pivot_envs.agents.prompting import PromptConfig, action_target, pivot_prompt
+from pivot_envs.agents.prompting import PromptConfig, action_target, chat_messages, pivot_prompt
+from pivot_envs.domains import get_domain
+from pivot_envs.models.tiny import build_tiny_model, count_parameters, train_lm
 from pivot_envs.types import Pivot
 
 REFERENCE_CHAT_TEMPLATE = (
@@ -159,12 +161,8 @@ def build_reference_model(
     """
     from transformers import AutoTokenizer, GenerationConfig
 
-    from pivot_envs.models.tiny import build_tiny_model, count_parameters, train_lm
-
     start = time.perf_counter()
     settings = {k: v for k, v in locals().items() if k in _SETTINGS}
-    from pivot_envs.domains import get_domain
-
     if steps < 0 or lm_steps < 0:
         raise ValueError(f"steps and lm_steps must be >= 0, got steps={steps}, lm_steps={lm_steps}")
     get_domain(domain)  # an unknown domain fails here, naming the known ones
@@ -224,8 +222,6 @@ _SETTINGS = ("steps", "lm_steps", "seed", "vocab_size", "hidden_size", "n_layers
 
 
 def _bundled_pivots(domain: str) -> list[Pivot]:
-    from pivot_envs.domains import get_domain
-
     loader = get_domain(domain).load_pivots
     if loader is None:
         raise ValueError(f"domain {domain!r} ships no bundled data: pass pivots= (a list of training pivots)")
@@ -264,8 +260,6 @@ def _conversation_windows(tokenizer, train: Sequence[Pivot], window: int) -> lis
     does not learn to end a turn in the middle of one; only a single turn longer than the
     window is cut inside.
     """
-    from pivot_envs.agents.prompting import chat_messages
-
     longest: dict[str, Pivot] = {}
     for p in train:
         key = str(p.meta.get("trajectory_id", p.id))

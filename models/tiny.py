@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence, Union
+
+from pivot_envs.trainers.lm_loop import Part, train_steps
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from transformers import PreTrainedTokenizerFast
@@ -207,12 +210,8 @@ def train_lm(
     tiny models train fastest on one thread, and extra threads slow down badly
     on a machine whose cores are busy. ``None`` keeps torch's setting.
     """
-    import time
-
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, get_polynomial_decay_schedule_with_warmup
-
-    from pivot_envs.trainers.lm_loop import Part, train_steps
 
     if not examples:
         raise ValueError("train_lm needs at least one example")
@@ -245,7 +244,7 @@ def generate(model_dir: str | Path, messages: list[dict], max_new_tokens: int = 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pivot_envs.trainers.distributed import torch_threads
+    from pivot_envs.trainers.distributed import torch_threads  # imports torch at its top
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from pivot_envs.agents import Agent, build_agent
 from pivot_envs.types import Action, Pivot, Profile, VerifyResult, stable_hash
 from pivot_envs.verifiers import Verifier, VerifierSpec, build_verifier
 from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
@@ -353,8 +354,6 @@ def profile_pivots(
         progress: ``progress(done, total)``, called at the start and after each batch.
         strict_verifier: the strict baseline (``strict_mean`` and the miss rate).
     """
-    from pivot_envs.agents import Agent, build_agent
-
     if k < 1:
         raise ValueError(f"k (samples per pivot) must be >= 1, got {k}")
     pivots = list(pivots)

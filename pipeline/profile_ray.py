@@ -27,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from pivot_envs.agents import Agent, build_agent, parse_agent_spec
 from pivot_envs.pipeline.profile import (
     PivotResult,
     ProgressCallback,
@@ -45,8 +46,6 @@ class _ProfileWorker:
     """A Ray actor body: one agent, one scorer, many batches."""
 
     def __init__(self, agent_config: dict[str, Any], scorer_config: dict[str, Any], k: int, seed: int):
-        from pivot_envs.agents import build_agent
-
         self.agent = build_agent(agent_config)
         self.scorer = Scorer(scorer_config["verifier"], scorer_config["strict"])
         self.k = k
@@ -64,8 +63,6 @@ class _ProfileWorker:
 
 def agent_config_of(agent: Any) -> dict[str, Any]:
     """A config dict that rebuilds ``agent`` in another process (spec string, dict or Agent)."""
-    from pivot_envs.agents import Agent, parse_agent_spec
-
     if isinstance(agent, Agent):
         try:
             return dict(agent.config())

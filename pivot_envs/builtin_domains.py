@@ -1,22 +1,72 @@
-"""The four built-in domains: conversational tool use, terminal, SWE, search."""
+"""The four built-in domains: conversational tool use, terminal, SWE, search.
+
+Each is one :class:`~pivot_envs.domains.Domain` definition: its env id, bundled data, world, success rules,
+finish tools and default verifier. A default verifier that can take a judge is a *recipe*
+(``recipe(judge=None) -> spec``, defined next to its domain); :mod:`pivot_envs.verifiers.defaults` holds the
+verifier configs they are made of and the table of what each domain gets.
+"""
 
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from pivot_envs.domains import Domain, register_domain
+from pivot_envs.envs_data import load_pivots
+from pivot_envs.verifiers import verifier_names
+from pivot_envs.verifiers.defaults import (
+    ANSWER_FUZZY,
+    SHELL_EXACT,
+    TEXT_FUZZY,
+    TOOL_USE_CASELESS,
+    answer_spec,
+    judge_spec,
+    text_spec,
+)
+
+Judge = dict[str, Any] | None
+"""A judge verifier config (``{"name": "judge", ...}``; the name may be left out), or ``None``: no judge."""
 
 
-def _default_verifier(domain: str) -> dict:
-    from pivot_envs.verifiers.defaults import default_verifier_spec
+def tool_use_verifier(judge: Judge = None) -> dict[str, Any]:
+    """``final_turn``: calls by ``tool_call`` (names and emails caseless); answers by their facts (an answer
+    stating no fact: fuzzy), the judge deciding what the facts do not accept."""
+    calls = {"name": "tool_call", "argument_normalizers": dict(TOOL_USE_CASELESS)}
+    return {"name": "final_turn", "calls": calls, "answer": answer_spec(judge, dict(TEXT_FUZZY))}
 
-    return default_verifier_spec(domain)
+
+def terminal_verifier(judge: Judge = None) -> dict[str, Any]:
+    """``final_turn``: calls by a cascade (``schema`` gate -> the same command up to spaces at its ends ->
+    ``exec``, when registered, running both commands -> the judge); answers by their facts (+ judge)."""
+    stages: list[dict[str, Any]] = [
+        {"role": "gate", "verifier": {"name": "schema"}},
+        {"role": "accept", "verifier": dict(SHELL_EXACT)},
+    ]
+    if "exec" in verifier_names():
+        exec_spec = {"name": "exec", "command_from_content": "fenced"}  # a text reply is no command
+        stages.append({"role": "accept" if judge is not None else "decide", "verifier": exec_spec})
+    if judge is not None:
+        stages.append({"role": "decide", "verifier": judge_spec(judge)})
+    return {"name": "final_turn", "calls": {"name": "cascade", "stages": stages}, "answer": answer_spec(judge)}
 
 
-def _bundled(domain: str, split: str):
-    from pivot_envs.envs_data import load_pivots
+def swe_verifier(judge: Judge = None) -> dict[str, Any]:
+    """``tool_name`` with the SWE alias categories (the tool decides; a judge is not used)."""
+    return {"name": "tool_name", "aliases": "swe"}
 
-    return load_pivots(domain, split)
+
+def search_verifier(judge: Judge = None) -> dict[str, Any]:
+    """``by_tool``: ``search`` queries fuzzy (token-set ratio), ``open`` exact (the doc id), other calls
+    ``tool_call``; the answer text fuzzy (+ judge)."""
+    return {
+        "name": "by_tool",
+        "routes": {
+            "search": {"name": "fuzzy", "target": "argument:query", "scorer": "token_set_ratio", "threshold": 85},
+            "open": {"name": "tool_call"},
+        },
+        "text": text_spec(judge, ANSWER_FUZZY),
+        "default": {"name": "tool_call"},
+    }
 
 
 BUILTIN_DOMAINS = [
@@ -24,9 +74,9 @@ BUILTIN_DOMAINS = [
         name="tool_use",
         env_id="pivot/ToolUse-v0",
         description="customer-service agent: JSON-schema tools over an orders/bookings/accounts database",
-        default_verifier=partial(_default_verifier, "tool_use"),
+        default_verifier=tool_use_verifier,
         skip_chat_only=False,
-        load_pivots=partial(_bundled, "tool_use"),
+        load_pivots=partial(load_pivots, "tool_use"),
         world="tool_use",
         world_keys=("world_seed",),
         success_rules=("state", "facts"),
@@ -35,11 +85,11 @@ BUILTIN_DOMAINS = [
         name="terminal",
         env_id="pivot/Terminal-v0",
         description="shell tasks over file-system fixtures; one `bash` tool call per turn",
-        default_verifier=partial(_default_verifier, "terminal"),
+        default_verifier=terminal_verifier,
         skip_chat_only=False,
         fixture_mode="replay",
         command_argument="command",
-        load_pivots=partial(_bundled, "terminal"),
+        load_pivots=partial(load_pivots, "terminal"),
         world="terminal",
         success_rules=("state", "facts"),
     ),
@@ -47,9 +97,9 @@ BUILTIN_DOMAINS = [
         name="swe",
         env_id="pivot/SWE-v0",
         description="repository editing in the SWE-agent style: open_file, search_dir, edit, run_tests, submit",
-        default_verifier=partial(_default_verifier, "swe"),
+        default_verifier=swe_verifier,
         skip_chat_only=True,
-        load_pivots=partial(_bundled, "swe"),
+        load_pivots=partial(load_pivots, "swe"),
         world="swe",
         world_keys=("test_command",),
         success_rules=("tests",),
@@ -59,9 +109,9 @@ BUILTIN_DOMAINS = [
         name="search",
         env_id="pivot/Search-v0",
         description="multi-hop questions answered with search(query) / open(doc_id) over a local corpus",
-        default_verifier=partial(_default_verifier, "search"),
+        default_verifier=search_verifier,
         skip_chat_only=False,
-        load_pivots=partial(_bundled, "search"),
+        load_pivots=partial(load_pivots, "search"),
         world="search",
         world_keys=("corpus_seed",),
         success_rules=("state", "answer"),

@@ -14,6 +14,8 @@ registered by :mod:`pivot_envs.builtin_domains`; users add their own with
 
 from __future__ import annotations
 
+import copy
+import inspect
 import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -23,6 +25,7 @@ import gymnasium
 
 from pivot_envs.actions import parse_action
 from pivot_envs.types import Action, Message, Pivot
+from pivot_envs.worlds.base import use_world_keys_of
 from pivot_envs.worlds.registry import refuse_world_instance
 
 ENTRY_POINT_GROUP = "pivot_envs.domains"
@@ -40,8 +43,11 @@ class Domain:
         name: short identifier used on the CLI and in pivot files (``tool_use``).
         env_id: gymnasium id, ``pivot/<Name>-v0``.
         description: one line shown by ``pivot-envs list``.
-        default_verifier: a verifier spec (name or config dict), or a zero-argument
-            callable returning one, used when the env is made without ``verifier=``.
+        default_verifier: the verifier used when the env is made without ``verifier=``: a fixed spec
+            (a verifier name or config dict), or a *recipe*, a callable returning one; a recipe is called
+            with no argument, or with ``judge=CONFIG`` when a judge is asked for
+            (:func:`pivot_envs.verifiers.defaults.default_verifier_spec`), which it adds as its last
+            resort. The built-in domains' recipes are in :mod:`pivot_envs.builtin_domains`.
         skip_chat_only: extraction skips assistant turns without tool calls. Leave it ``False`` (the default)
             where episodes end with an answer: the turn that ends the task, or answers the user, is then a pivot
             (the decision to stop is an action), and a default verifier built with ``final_turn`` scores it
@@ -93,10 +99,22 @@ class Domain:
             base = self.env_id[: -len("-v0")] if self.env_id.endswith("-v0") else self.env_id
             self.episode_env_id = f"{base}-Episode-v0"
 
-    def verifier_spec(self) -> Any:
-        """The default verifier spec, resolved if it is a callable."""
+    def verifier_spec(self, *, judge: dict[str, Any] | None = None) -> Any:
+        """The default verifier spec: the recipe's result (given ``judge`` when one is asked for), or a copy
+        of the fixed spec (which has no place for a judge: it is used as it is)."""
         spec = self.default_verifier
-        return spec() if callable(spec) else spec
+        if callable(spec):
+            return spec(judge=judge) if judge is not None and _takes_judge(spec) else spec()
+        return copy.deepcopy(spec) if isinstance(spec, dict) else spec
+
+
+def _takes_judge(recipe: Callable[..., Any]) -> bool:
+    """Whether a verifier recipe accepts ``judge=`` (a user's zero-argument recipe is called without it)."""
+    try:
+        params = inspect.signature(recipe).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "judge" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def register_domain(domain: Domain, *, replace: bool = False) -> Domain:
@@ -166,6 +184,14 @@ def load_plugins() -> None:
             message = f"pivot_envs: could not load domain plugin {ep.name!r} ({ep.value}): {exc}"
             _PLUGIN_ERRORS.append(message)
             warnings.warn(message, stacklevel=2)
+
+
+def world_keys_of(name: str) -> tuple[str, ...]:
+    """The ``world_keys`` of the registered domain ``name`` (``ValueError`` naming the known ones when unknown)."""
+    return tuple(get_domain(name).world_keys)
+
+
+use_world_keys_of(world_keys_of)  # WorldTask.from_trajectory(traj, DOMAIN) reads a domain's keys through it
 
 
 def plugin_errors() -> list[str]:

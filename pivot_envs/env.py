@@ -32,7 +32,6 @@ from pivot_envs.verifiers import Verifier, VerifierSpec, build_verifier
 from pivot_envs.sources import PivotSource, resolve_pivots
 
 
-
 class PivotEnv(gymnasium.Env[dict[str, str], str]):
     """A gymnasium env over the pivots of one domain.
 

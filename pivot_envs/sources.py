@@ -17,14 +17,17 @@ A pivot source is one of::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
+from pivot_envs.domains import get_domain
+from pivot_envs.envs_data import GENERATORS, load_trajectories
+from pivot_envs.formats import read_pivots, read_trajectories
+from pivot_envs.formats.tau2_tasks import DOMAINS as TAU2_DOMAINS
+from pivot_envs.formats.tau2_tasks import read_tau2_tasks
+from pivot_envs.jsonl import ReadReport
 from pivot_envs.types import Pivot, Trajectory
 
 T = TypeVar("T")
-
-if TYPE_CHECKING:
-    from pivot_envs.jsonl import ReadReport
 
 PivotSource = str | Path | Sequence[Pivot | dict[str, Any]] | None
 """A pivot file, ``bundled:DOMAIN[:SPLIT]``, a list of pivots, or ``None`` (a domain's bundled split)."""
@@ -37,7 +40,7 @@ TAU2 = "tau2:"
 
 
 def resolve_pivots(source: PivotSource, *, domain: str | None = None, split: str = "train",
-                   skip_bad: bool = False, report: "ReadReport | None" = None) -> list[Pivot]:
+                   skip_bad: bool = False, report: ReadReport | None = None) -> list[Pivot]:
     """The pivots of ``source`` (see the module docstring).
 
     Raises ``ValueError`` (or ``FileNotFoundError``) with a message that names the source and the fix.
@@ -45,8 +48,6 @@ def resolve_pivots(source: PivotSource, *, domain: str | None = None, split: str
     :class:`pivot_envs.jsonl.ReadReport`), not returned.
     """
     def read(path: Path) -> list[Pivot]:
-        from pivot_envs.formats import read_pivots
-
         return read_pivots(path, skip_bad=skip_bad, report=report)
 
     return _resolve(source, domain, split, "pivot", HINT, bundled_pivots, read,
@@ -60,17 +61,15 @@ def resolve_trajectories(source: Any, *, domain: str | None = None, split: str =
     tasks of an installed server package, ``airline`` or ``retail``), a list of
     trajectories (or dicts), or ``None`` (the bundled ``split`` of ``domain``). ``kind`` names them in
     errors (episode envs call them tasks)."""
-    from pivot_envs.formats import read_trajectories
 
     def bundled(name: str, named_split: str, *, label: str | None = None) -> list[Trajectory]:
         return bundled_trajectories(name, named_split, label=label, kind=kind)
 
     if isinstance(source, str) and source.startswith(TAU2):
-        from pivot_envs.formats.tau2_tasks import DOMAINS, read_tau2_tasks
-
         name = source[len(TAU2):]
-        if name not in DOMAINS:
-            raise ValueError(f"{source}: unknown tau2 domain {name!r}; use {' or '.join(TAU2 + d for d in DOMAINS)}")
+        if name not in TAU2_DOMAINS:
+            known = " or ".join(TAU2 + d for d in TAU2_DOMAINS)
+            raise ValueError(f"{source}: unknown tau2 domain {name!r}; use {known}")
         return read_tau2_tasks(domain=name)
 
     return _resolve(source, domain, split, kind, TRAJECTORY_HINT, bundled, read_trajectories,
@@ -102,9 +101,6 @@ def _resolve(source: Any, domain: str | None, split: str, kind: str, hint: str,
 def bundled_trajectories(domain: str, split: str, *, label: str | None = None,
                          kind: str = "trajectory") -> list[Trajectory]:
     """The bundled trajectories of ``split`` of a built-in domain; errors name the domain and the fix."""
-    from pivot_envs.domains import get_domain
-    from pivot_envs.envs_data import GENERATORS, load_trajectories
-
     where = f"{label}: " if label else ""
     if not domain:
         raise ValueError(f"{where}no domain named; {TRAJECTORY_HINT}")
@@ -116,8 +112,6 @@ def bundled_trajectories(domain: str, split: str, *, label: str | None = None,
 
 def bundled_pivots(domain: str, split: str, *, label: str | None = None) -> list[Pivot]:
     """The bundled ``split`` of ``domain``; errors name the domain (or ``label``) and the fix."""
-    from pivot_envs.domains import get_domain
-
     where = f"{label}: " if label else ""
     if not domain:
         raise ValueError(f"{where}no domain named; {HINT}")

@@ -12,6 +12,9 @@ conversation as a ``user`` message, or it ends the episode. Specs (:func:`build_
                              the conversation with a stop token (``###STOP###``)
     {"kind": "openai", "model": ..., "base_url": ..., "temperature": 0.0, ...}   a config dict
 
+A simulator of one's own is registered by kind: ``USERS.register("polite", PoliteUser)`` (a
+:class:`~pivot_envs.registry.Registry`; ``"polite:ARG"`` passes ``ARG`` as its one positional argument).
+
 A simulator is per episode slot: :meth:`UserSimulator.start` is called at every ``reset``.
 A failure of the simulator itself (the LLM endpoint is down) raises :class:`UserSimulatorError`:
 the episode ends with ``info["error"]``, never a silent 0.
@@ -25,6 +28,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
+from pivot_envs.registry import Registry
 from pivot_envs.types import Message, Trajectory, content_text
 
 STOP_TOKENS = ("###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###")
@@ -263,53 +267,42 @@ UserSpec = Any
 """A spec string, a config dict, or a :class:`UserSimulator` (see the module docstring)."""
 
 
+def _user_error(spec: Any, problem: str) -> ValueError:
+    return ValueError(f"bad user simulator {spec!r}: {problem}; expected one of {', '.join(VALID_FORMS)}")
+
+
+def _openai_user(rest: str | None) -> dict[str, Any]:
+    """``openai:MODEL[@BASE_URL]`` -> the LLM user's keyword arguments."""
+    if not rest:
+        raise ValueError("openai needs a model: openai:MODEL@BASE_URL")
+    m = _OPENAI.match(rest)
+    if m is None:
+        if "@" in rest:
+            raise ValueError("the part after '@' must be an http(s):// base URL")
+        return {"model": rest}
+    return {"model": m.group("model"), "base_url": m.group("url")}
+
+
+USERS: Registry[type[UserSimulator]] = Registry("user simulator", key="kind", aliases=("name",),
+                                                instance_of=UserSimulator, error=_user_error)
+"""The user simulator registry (``USERS.register(KIND, factory)`` adds one; :func:`build_user` builds from it)."""
+USERS.register("scripted", ScriptedUser)
+USERS.register("none", NoUser)
+USERS.register("openai", LLMUser, arg=_openai_user)
+
+
 def parse_user_spec(spec: str) -> dict[str, Any]:
     """The config dict of a user spec string; ``ValueError`` naming the valid forms."""
-    forms = ", ".join(VALID_FORMS)
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"bad user simulator {spec!r}: expected one of {forms}")
-    text = spec.strip()
-    if text.startswith("{"):
-        import json
-
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"bad user simulator {spec!r}: invalid JSON at column {exc.colno}: {exc.msg}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"bad user simulator {spec!r}: a JSON spec must be an object with a 'kind'")
-        return data
-    if text in ("scripted", "none"):
-        return {"kind": text}
-    kind, _, rest = text.partition(":")
-    if kind == "openai":
-        if not rest:
-            raise ValueError(f"bad user simulator {spec!r}: openai needs a model: openai:MODEL@BASE_URL")
-        m = _OPENAI.match(rest)
-        if m is None:
-            if "@" in rest:
-                raise ValueError(f"bad user simulator {spec!r}: the part after '@' must be an http(s):// base URL")
-            return {"kind": "openai", "model": rest}
-        return {"kind": "openai", "model": m.group("model"), "base_url": m.group("url")}
-    raise ValueError(f"bad user simulator {spec!r}: expected one of {forms}")
+        raise _user_error(spec, "expected a non-empty string")
+    return USERS.parse(spec)
 
 
 def build_user(spec: UserSpec) -> UserSimulator:
     """A user simulator from a spec string, a config dict or a simulator (returned as is)."""
-    if isinstance(spec, UserSimulator):
-        return spec
-    config = parse_user_spec(spec) if isinstance(spec, str) else spec
-    if not isinstance(config, dict):
-        raise ValueError(f"bad user simulator {spec!r}: expected a spec string or a config dict")
-    params = dict(config)
-    kind = params.pop("kind", None)
-    if kind == "scripted" and not params:
-        return ScriptedUser()
-    if kind == "none" and not params:
-        return NoUser()
-    if kind == "openai":
-        try:
-            return LLMUser(**params)
-        except TypeError as exc:
-            raise ValueError(f"bad user simulator {spec!r}: {exc}") from None
-    raise ValueError(f"bad user simulator {spec!r}: expected one of {', '.join(VALID_FORMS)}")
+    if not isinstance(spec, (str, dict, UserSimulator)):
+        raise _user_error(spec, "expected a spec string or a config dict")
+    try:
+        return USERS.build(spec)
+    except TypeError as exc:  # the LLM user's settings: an unknown or mistyped one
+        raise _user_error(spec, str(exc)) from None

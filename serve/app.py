@@ -40,8 +40,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict
 
+from pivot_envs.domains import all_domains, get_domain
 from pivot_envs.serve import nemo_gym, openenv
 from pivot_envs.serve.gym_http import SessionError, SessionStore
+from pivot_envs.verifiers.batch import VerifierResolver
 
 CONFIG_ENV = "PIVOT_ENVS_SERVE_CONFIG"
 """Environment variable carrying create_app's arguments (JSON) to the workers of ``--workers N``."""
@@ -242,10 +244,6 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
         fast_verify: answer ``POST /verify`` and ``/verify_batch`` by :class:`VerifyFastPath` (the same
             bytes as the FastAPI routes, with less work per request); ``False``: by the FastAPI routes.
     """
-    import pivot_envs  # noqa: F401  (registers the built-in domains and env ids)
-    from pivot_envs.domains import all_domains, get_domain
-    from pivot_envs.verifiers.batch import VerifierResolver
-
     if domains:
         chosen = [get_domain(d) for d in domains]  # KeyError/ValueError names unknown domains
     else:

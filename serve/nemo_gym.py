@@ -49,6 +49,7 @@ import json
 import math
 from typing import Any, Sequence
 
+from pivot_envs.actions import parse_action
 from pivot_envs.formats.nemo_gym import COMPARATOR_FIELD, tool_call_params
 from pivot_envs.jsonl import BadRowError
 from pivot_envs.serve.row_reader import (INPUT_FIELD, READER, TOOLS_FIELD, BodyError, RowInfo, RowReader, _WS,
@@ -56,6 +57,7 @@ from pivot_envs.serve.row_reader import (INPUT_FIELD, READER, TOOLS_FIELD, BodyE
 from pivot_envs.serve.verify_episodes import STEP_FIELDS, episode_pivot, is_episode_row, score_episode, step_fields
 from pivot_envs.types import Message, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier
+from pivot_envs.verifiers.batch import verify_batch
 
 __all__ = ["RESULT_FIELDS", "TOOLS_FIELD", "INPUT_FIELD", "BodyError", "RowInfo", "RowReader", "READER",
            "action_from_response", "pivot_from_body", "parse_verify_body", "row_verifier", "answer", "error_answer",
@@ -149,9 +151,6 @@ def verify_rows(rows: Sequence[Any], resolver: Any, domain: str = "tool_use",
 
     ``infos`` (from :meth:`RowReader.decode_rows`) lets the reader skip what decoding already knows.
     """
-    from pivot_envs.actions import parse_action
-    from pivot_envs.verifiers.batch import verify_batch
-
     reader = reader or READER
     out: list[dict[str, Any] | None] = [None] * len(rows)
     good: list[int] = []
@@ -191,9 +190,6 @@ def _text_of(data: bytes | str) -> str:
 def verify_body_text(data: bytes | str, resolver: Any, domain: str = "tool_use",
                      reader: RowReader | None = None) -> tuple[dict[str, Any], bytes]:
     """``POST /verify``: (answer, its JSON) for one body; :class:`BodyError` (a 422) names a bad field."""
-    from pivot_envs.actions import parse_action
-    from pivot_envs.verifiers.batch import verify_batch
-
     reader = reader or READER
     text = _text_of(data)
     try:

@@ -65,6 +65,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+import pivot_envs
+from pivot_envs.domains import get_domain
 from pivot_envs.serve.gym_http import SessionError, jsonable, refuse_misrouted
 from pivot_envs.serve.owner import new_id
 
@@ -427,8 +429,6 @@ def describe(env_id: str, kind: str, domain: Any) -> str:
 
 def env_specs(env_ids: dict[str, str], domain_names: list[str]) -> list[EnvSpec]:
     """The served envs (``{env_id: kind}``) as :class:`EnvSpec`, names unique."""
-    from pivot_envs.domains import get_domain
-
     by_id: dict[str, Any] = {}
     for name in domain_names:
         d = get_domain(name)
@@ -686,8 +686,6 @@ def _with_session(answer: dict[str, Any], session_id: Optional[str]) -> dict[str
 def include(app: FastAPI, state: Any) -> OpenEnvFace:
     """Mount every env of ``state`` (a :class:`~pivot_envs.serve.app.ServeState`) under ``/openenv/NAME``
     and ``GET /openenv`` (the list); returns the face (``close_all()`` at shutdown)."""
-    import pivot_envs
-
     specs = env_specs(state.env_ids, state.domains)
     face = OpenEnvFace(specs, state.sessions.make_env, ttl_s=state.sessions.ttl_s,
                        max_sessions=state.sessions.max_sessions, version=pivot_envs.__version__)

@@ -43,8 +43,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pivot_envs.agents.openai_agent import OpenAIAgent, parse_choice
+from pivot_envs.domains import get_domain
 from pivot_envs.serve.owner import MISROUTED_STATUS, misrouted, new_id
-from pivot_envs.types import Pivot
+from pivot_envs.sources import resolve_pivots
+from pivot_envs.types import Pivot, VerifyResult, stable_hash
+from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
 
 STATUSES = ("queued", "running", "done", "cancelled", "failed")
 FINISHED = ("done", "cancelled", "failed")
@@ -213,8 +217,6 @@ def validate_request(body: Any) -> dict[str, Any]:
     if domain is not None and (not isinstance(domain, str) or not domain):
         raise RequestError("domain", "must be a domain name")
     if domain:
-        from pivot_envs.domains import get_domain
-
         try:
             get_domain(domain)
         except ValueError as exc:
@@ -426,8 +428,6 @@ class RolloutService:
     def _bundled_index(self, domain: str, split: str) -> dict[str, Pivot]:
         with self._lock:
             if (domain, split) not in self._bundled:
-                from pivot_envs.sources import resolve_pivots
-
                 self._bundled[(domain, split)] = {p.id: p for p in resolve_pivots(None, domain=domain, split=split)}
             return self._bundled[(domain, split)]
 
@@ -451,8 +451,6 @@ class RolloutService:
             job.finished.set()
 
     def _verifier_of(self, spec: Any):
-        from pivot_envs.verifiers.batch import VerifierResolver
-
         key = json.dumps(spec, sort_keys=True, default=str)
         with self._lock:
             if key not in self._resolvers:
@@ -460,8 +458,6 @@ class RolloutService:
             return self._resolvers[key]
 
     async def _init_worker(self) -> None:
-        from pivot_envs.agents.openai_agent import OpenAIAgent
-
         while True:
             job: Job = await self._queues["init"].get()
             if job.status in FINISHED:
@@ -519,8 +515,6 @@ class RolloutService:
         """One request, retried on other backends when one fails."""
         import openai
 
-        from pivot_envs.agents.openai_agent import parse_choice
-
         job, avoid, failures = sample.job, set(), []
         for attempt in range(self.max_attempts):
             try:
@@ -565,8 +559,6 @@ class RolloutService:
         sample.error = f"no backend answered after {len(failures)} attempts: " + " | ".join(failures[-3:])
 
     async def _eval_worker(self) -> None:
-        from pivot_envs.verifiers.batch import verify_batch
-
         queue = self._queues["eval"]
         loop = asyncio.get_running_loop()
         while True:
@@ -584,8 +576,6 @@ class RolloutService:
                     chosen = [r.for_pivot(p) for r, p in zip(resolvers, pivots)]
                     results = await loop.run_in_executor(self._executor, verify_batch, actions, pivots, chosen)
                 except Exception as exc:  # noqa: BLE001
-                    from pivot_envs.types import VerifyResult
-
                     results = [VerifyResult.failure("rollouts", f"{type(exc).__name__}: {exc}")] * len(scored)
             by_sample = dict(zip(map(id, scored), results))
             touched: dict[str, Job] = {}
@@ -618,8 +608,6 @@ class RolloutService:
 
 
 def _seed(*parts: Any) -> int:
-    from pivot_envs.types import stable_hash
-
     return int(stable_hash("rollouts", *parts), 16) % (2**31)
 
 

@@ -38,7 +38,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pivot_envs.formats.responses import ITEM_TYPES, input_to_messages, message_to_expected
+from pivot_envs.actions import parse_action
+from pivot_envs.episode_env import same_observations
+from pivot_envs.formats.responses import (ITEM_TYPES, content_from_parts, input_to_messages, message_to_expected,
+                                          output_text)
 from pivot_envs.jsonl import BadRowError
 from pivot_envs.serve.row_reader import READER, BodyError, RowInfo, RowReader, _body_error, action_from_response
 from pivot_envs.types import Message, Pivot, VerifyResult, stable_hash
@@ -141,8 +144,6 @@ def _merge(messages: list[Message]) -> Message:
 
 def _came_back(turn: Turn, field_name: str) -> list[Message]:
     """What came back after one of the response's turns, as chat messages (for the path check only)."""
-    from pivot_envs.formats.responses import content_from_parts, output_text
-
     out: list[Message] = []
     try:
         for item, at in zip(turn.after, turn.after_at):
@@ -167,9 +168,6 @@ def episode_pivot(body: dict[str, Any], domain: str, reader: RowReader | None = 
 def score_episode(body: dict[str, Any], pivot: Pivot, expert: list[tuple[Message, list[Message]]],
                   verifier: Any) -> list[VerifyResult | None]:
     """One result per assistant turn of ``body``'s response: the verifier's on the expert's path, else ``None``."""
-    from pivot_envs.actions import parse_action
-    from pivot_envs.episode_env import same_observations
-
     turns = split_turns(body["response"].get("output"), "response.output") or [Turn()]
     results: list[VerifyResult | None] = []
     context = list(pivot.context)

@@ -105,16 +105,15 @@ def test_mean_curve_averages_the_steps_every_seed_has() -> None:
     assert mean_curve([a]) == [{**p, "seeds": 1} for p in a]
 
 
-def test_truncated_share_and_text_turns_read_the_run_files(tmp_path: Path) -> None:
+def test_truncated_share_reads_the_test_summary_and_text_turns_the_pivot_file(tmp_path: Path) -> None:
+    from pivot_envs.experiments.arms import _task_figures
     from pivot_envs.experiments.report import _text_turns, truncated_share
 
-    folder = tmp_path / "run"
-    folder.mkdir()
-    run = {"folder": str(folder)}
-    assert truncated_share(run) is None
-    overall = {"episodes": {"episodes": 51, "truncated": 17}, "episodes_sampled": {"episodes": 102, "truncated": 0}}
-    (folder / "test.json").write_text(json.dumps({"overall": overall}))
+    assert truncated_share({"folder": str(tmp_path)}) is None
+    figures = _task_figures({"episodes": 51, "truncated": 17, "success": 0.2}, {"episodes": 102, "truncated": 0})
+    run = {"test": figures}
     assert truncated_share(run) == pytest.approx(1 / 3) and truncated_share(run, "episodes_sampled") == 0.0
+    assert figures["task_success_greedy"] == 0.2 and figures["tasks"] == 51
     pivots = tmp_path / "p.jsonl"
     pivots.write_text(json.dumps({"expert": {"role": "assistant", "content": "done"}}) + "\n"
                       + json.dumps({"expert": {"role": "assistant", "tool_calls": [{"id": "1"}]}}) + "\n")

@@ -109,6 +109,29 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     assert second["invocation_seconds"] < report["wall_seconds"]
 
 
+def test_two_workers_run_each_part_of_a_run_as_its_own_job_with_the_numbers_of_one_worker(tmp_path):
+    """The parts of a run (training, the test pivots, the held-out tasks greedy and at T=1) are separate
+    jobs; two workers give the report one worker gives, with every held-out task's outcome paired."""
+    from pivot_envs.experiments.demo import run_pipeline
+
+    cfg = dataclasses.replace(smoke_config(), arms=("base", "sft", "pivotrl"), rl_lr_grid=(1e-3,), lambda_grid=(1.0,))
+    reports = {}
+    for workers in (2, 1):
+        out = tmp_path / f"w{workers}"
+        reports[workers] = run_pipeline(dataclasses.replace(cfg, workers=workers), out, log=lambda _: None)
+        for arm in ("base", "sft", "pivotrl"):
+            folder = out / "runs" / reports[workers]["arms"][arm]["per_seed"][0]["run"]
+            parts = sorted(p.stem for p in (folder / "parts").glob("*.json"))
+            assert {"test", "tasks", "tasks_sampled"} <= set(parts), (arm, parts)
+            assert ("train" in parts) == (arm != "base"), (arm, parts)
+    two, one = reports[2], reports[1]
+    for arm in ("base", "sft", "pivotrl"):
+        for key in ("task_success", "task_success_greedy", "in_domain_accuracy", "ood_accuracy", "tasks"):
+            assert two["arms"][arm][key] == one["arms"][arm][key], (arm, key)
+    comp = two["comparisons"]["pivotrl_vs_base"]
+    assert comp["n"] == two["arms"]["base"]["tasks"] == 3 and comp == one["comparisons"]["pivotrl_vs_base"]
+
+
 def test_split_by_trajectory_keeps_trajectories_whole_and_is_seeded():
     pivots = [Pivot(id=f"p{t}-{i}", domain="search", context=[], expert={"role": "assistant", "content": "x"},
                     meta={"trajectory_id": f"t{t}"}) for t in range(20) for i in range(3)]

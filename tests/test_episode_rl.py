@@ -263,7 +263,7 @@ def test_trainer_runs_steps_and_counts_rollout_turns(tiny, rollout):
     root, model = tiny
     out = root / rollout
     cfg = dict(model=str(model), domain="terminal", tasks=str(root / "tasks.jsonl"), output_dir=str(out), steps=2,
-               pivots_per_step=2, group_size=2, max_turns=2, max_new_tokens=16, lr=1e-3, rollout=rollout,
+               tasks_per_step=2, group_size=2, max_turns=2, max_new_tokens=16, lr=1e-3, rollout=rollout,
                arpo_initial=1, device="cpu", save_every=1, num_threads=1, plots=False)
     result = train_episode_rl(cfg)
     rows = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
@@ -280,12 +280,31 @@ def test_trainer_runs_steps_and_counts_rollout_turns(tiny, rollout):
     assert again[0] == rows[0] and again[1]["cumulative_rollout_turns"] == rows[1]["cumulative_rollout_turns"]
 
 
+def test_arpo_entropy_is_the_tested_normalised_entropy_of_the_policy(tiny):
+    import torch
+
+    from pivot_envs.trainers.distributed import DistInfo
+    from pivot_envs.trainers.episode_rollouts import normalised_entropy
+    from pivot_envs.trainers.logprobs import completion_logprobs, pack
+    from pivot_envs.trainers.policy_update import PolicyUpdate
+
+    _, model = tiny
+    policy = PolicyUpdate(EpisodeRLConfig(model=str(model), device="cpu"), DistInfo(), torch.device("cpu"))
+    prompts, completions = [[5, 6, 7], [8, 9]], [[10, 11, 12], []]
+    got = policy.entropies(prompts, completions)
+    batch = pack([prompts[0]], [completions[0]], policy.pad_id, torch.device("cpu"))
+    with torch.no_grad():
+        _, per_token = completion_logprobs(policy.module, batch, with_entropy=True)
+    assert got[0] == pytest.approx(normalised_entropy(per_token[0, :3].tolist(), policy.module.config.vocab_size))
+    assert 0.0 < got[0] <= 1.0 and got[1] == 0.0  # an empty completion has no entropy to measure
+
+
 def test_turn_credit_trains_on_scored_turns(tiny):
     """With turn credit the episodes score their turns: the rows report the turn rewards; without, none."""
     from pivot_envs.trainers.episode_rl import train_episode_rl
 
     root, model = tiny
-    cfg = dict(model=str(model), domain="terminal", tasks=str(root / "tasks.jsonl"), steps=1, pivots_per_step=2,
+    cfg = dict(model=str(model), domain="terminal", tasks=str(root / "tasks.jsonl"), steps=1, tasks_per_step=2,
                group_size=2, max_turns=2, max_new_tokens=16, lr=1e-3, device="cpu", save_every=0, num_threads=1,
                plots=False, zero_variance="keep")
     credited = train_episode_rl({**cfg, "output_dir": str(root / "credit"), "turn_credit": 0.5})
@@ -306,10 +325,34 @@ def test_config_errors_name_the_field():
         EpisodeRLConfig(model="m", rollout="arpo", group_size=2, arpo_initial=3)
     with pytest.raises(ConfigError, match="pvpo"):
         EpisodeRLConfig(model="m", advantage="pvpo")
-    with pytest.raises(ConfigError, match="tasks"):
-        EpisodeRLConfig(model="m", pivots="p.jsonl")
+    with pytest.raises(ConfigError, match="unknown key 'pivots'"):  # episodes start at tasks
+        EpisodeRLConfig.from_dict({"model": "m", "pivots": "p.jsonl"})
+    with pytest.raises(ConfigError, match="EpisodeRLConfig.tasks_per_step = 0"):
+        EpisodeRLConfig(model="m", tasks_per_step=0)
     with pytest.raises(ConfigError, match="turn_credit"):
         EpisodeRLConfig(model="m", turn_credit=-0.5)
+
+
+def test_the_old_pivots_per_step_key_still_counts_tasks_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="tasks_per_step: 3"):
+        old = EpisodeRLConfig.from_dict({"model": "m", "pivots_per_step": 3})
+    assert old.tasks_per_step == 3 and old.pivots_per_step is None
+    assert old == EpisodeRLConfig(model="m", tasks_per_step=3)
+    assert EpisodeRLConfig.from_dict(old.to_dict()) == old  # round trips without the old key
+    with pytest.warns(UserWarning, match="pivots_per_step = 3 is ignored: tasks_per_step = 5"):
+        both = EpisodeRLConfig(model="m", pivots_per_step=3, tasks_per_step=5)
+    assert both.tasks_per_step == 5
+
+
+def test_the_episode_trainer_holds_the_shared_policy_update_not_the_pivotrl_trainer():
+    from pivot_envs.trainers.config import PivotRLConfig, PolicyConfig
+    from pivot_envs.trainers.episode_rl import EpisodeRLTrainer
+    from pivot_envs.trainers.pivotrl import PivotRLTrainer
+
+    assert not issubclass(EpisodeRLTrainer, PivotRLTrainer)
+    assert issubclass(EpisodeRLConfig, PolicyConfig) and not issubclass(EpisodeRLConfig, PivotRLConfig)
+    fields = set(EpisodeRLConfig().to_dict())
+    assert "tasks_per_step" in fields and not fields & {"pivots", "strict_verifier", "max_resample", "pvpo_refresh_every"}
 
 
 def test_example_configs_train_from_the_cli(tiny):

@@ -21,7 +21,7 @@ import pivot_envs  # noqa: F401  (registers the env ids)
 from pivot_envs.agents import build_agent
 from pivot_envs.domains import Domain, register_domain
 from pivot_envs.envs_data import load_trajectories
-from pivot_envs.episode_env import EpisodeEnv, episode_starts, run_episodes, summarize_rows
+from pivot_envs.episodes import EpisodeEnv, ExpertOutcomes, SuccessPolicy, episode_starts, run_episodes, summarize_rows
 from pivot_envs.success import answer_correct, calls_made, expert_facts, facts_given, typed_values
 from pivot_envs.users import LLMUser, ScriptedUser, build_user, parse_user_spec
 from pivot_envs.worlds import World, WorldError
@@ -252,6 +252,64 @@ def test_episode_env_ids_are_registered_for_domains_with_a_world():
             domains._DOMAINS.pop(name, None)
         for env_id in ("pivot/RecipesEp-v0", "pivot/ShopEp-v0", "pivot/ShopEp-Episode-v0"):
             gymnasium.registry.pop(env_id, None)
+
+
+# --------------------------------------------------------------------------- the sub-package's parts
+
+
+def test_the_expert_outcome_cache_is_bounded_and_drops_the_least_recently_used():
+    env = EpisodeEnv(domain="tool_use", split="test", score_turns=False)
+    env.expert_outcomes = cache = ExpertOutcomes(max_entries=2)
+    for index in (0, 1, 0, 2, 1):  # 0 and 1 cached; 0 used again; 2 drops 1; 1 drops 0
+        env.reset(options={"index": index})
+    assert (len(cache), cache.hits, cache.misses) == (2, 1, 4)
+    env.reset(options={"index": 2})
+    assert cache.hits == 2
+    env.reset(options={"index": 0})  # dropped: replayed again, and the episode is judged as before
+    while not env.done:
+        env.step(env.recorded_action())
+    assert cache.misses == 5 and len(cache) == 2 and env.success is True
+    with pytest.raises(ValueError, match="max_entries must be an integer >= 1"):
+        ExpertOutcomes(max_entries=0)
+
+
+def test_the_success_policy_is_one_object_and_the_old_keywords_build_it():
+    default = EpisodeEnv(domain="tool_use", split="test")
+    assert default.success_policy == SuccessPolicy(("state", "facts"), 1.0) and default.rules == ("state", "facts")
+    policy = SuccessPolicy(("state",), min_fact_recall=0.5)
+    for env in (EpisodeEnv(domain="tool_use", split="test", success_rules=["state"], min_fact_recall=0.5),
+                EpisodeEnv(domain="tool_use", split="test", success_policy=policy),
+                EpisodeEnv(domain="tool_use", split="test", success_policy={"rules": ["state"], "min_fact_recall": 0.5})):
+        assert env.success_policy == policy and (env.rules, env.min_fact_recall) == (("state",), 0.5)
+        task = next(t for t in env.tasks if t.meta["task"] == "cancel_order")
+        env.reset(options={"task_id": task.id})
+        while not env.done:
+            env.step(env.recorded_action())
+        assert env.success is True and env.checks == {"state": True}
+    # a policy without the expert's rules replays no expert at reset
+    answer_only = EpisodeEnv(domain="tool_use", split="test", success_policy=["answer"])
+    answer_only.expert_outcomes = cache = ExpertOutcomes()
+    answer_only.reset(options={"index": 0})
+    assert answer_only.outcome is None and cache.misses == 0
+    with pytest.raises(ValueError, match="not both"):
+        EpisodeEnv(domain="tool_use", split="test", success_policy=policy, success_rules=["state"])
+    with pytest.raises(ValueError, match=r"min_fact_recall must be in \[0, 1\], got 1.5"):
+        EpisodeEnv(domain="tool_use", split="test", min_fact_recall=1.5)
+    with pytest.raises(ValueError, match="unknown keys"):
+        SuccessPolicy.build({"rule": ["state"]}, "tool_use")
+
+
+def test_the_old_module_and_the_env_ids_lead_to_the_sub_package():
+    from pivot_envs import episode_env, episodes
+    from pivot_envs.episodes import env as env_module, runner, tasks
+
+    assert episode_env.EpisodeEnv is env_module.EpisodeEnv is episodes.EpisodeEnv
+    assert (episode_env.run_episodes, episode_env.resolve_tasks) == (runner.run_episodes, tasks.resolve_tasks)
+    assert all(hasattr(episode_env, name) for name in episode_env.__all__)
+    assert set(episode_env.__all__) == set(episodes.__all__)
+    env = gymnasium.make("pivot/Episode-v0", world="tool_use", tasks="bundled:tool_use:test")
+    assert type(env.unwrapped) is env_module.EpisodeEnv and env.unwrapped.domain_name == "tool_use"
+    env.close()
 
 
 # --------------------------------------------------------------------------- success rules

@@ -231,16 +231,16 @@ def test_slow_verifier_does_not_hold_up_sampling_without_fastapi(fake, pivots, t
     """RolloutService on its own: sampling finishes while the (slow) verifier still scores."""
     import asyncio
 
-    import pivot_envs.verifiers.batch as batch
+    import pivot_envs.serve.rollouts as rollouts
 
-    real = batch.verify_batch
+    real = rollouts.verify_batch
     release = threading.Event()  # scoring is held until every sample was drawn: no race against a clock
 
     def slow(*args, **kw):
         release.wait(scaled(60))
         return real(*args, **kw)
 
-    monkeypatch.setattr(batch, "verify_batch", slow)
+    monkeypatch.setattr(rollouts, "verify_batch", slow)  # the name the service's eval workers call
     control(fake, reply="hi")
 
     async def scenario():

@@ -359,3 +359,32 @@ def test_eval_prints_a_table_and_writes_the_report(cli, tiny, tmp_path):
     assert "OOD probes: greedy exact match on 200 items" in probes.output and "mean@" not in probes.output
     missing = cli("eval", "--model", tiny.final, "--pivots", tmp_path / "none.jsonl")
     assert missing.exit_code == 2 and "no such pivot file" in missing.output
+
+
+# --------------------------------------------------------------------------- typed reports
+
+
+def test_the_progress_line_reads_the_rows_reward_kl_and_loss_by_name():
+    from pivot_envs.cli.train_cmd import _stats_text
+    from pivot_envs.trainers.metrics import StepReport
+
+    rl = {"step": 3, "reward_mean": 0.25, "kl": 0.0123456, "loss": -0.5, "updated": True}
+    assert StepReport.from_row(rl) == StepReport(step=3, reward=0.25, kl=0.0123456, loss=-0.5)
+    assert _stats_text(rl) == "reward 0.25  kl 0.01235  loss -0.5"
+    sft = {"step": 1, "loss": 2.0, "lr": 1e-3}  # SFT rows have no reward and no KL
+    assert _stats_text(sft) == "loss 2"
+    # other spellings are not guessed at: the trainers write reward_mean
+    assert StepReport.from_row({"step": 1, "reward": 1.0, "mean_reward": 1.0, "kl": None}).reward is None
+
+
+def test_the_eval_report_names_its_parts():
+    from pivot_envs.trainers.eval_report import EvalReport
+
+    summary = {"pivots": 2, "greedy": {"functional": 0.5, "strict": 0.0, "errors": 0}, "sampled": None}
+    data = {"model": "m", "settings": {"k": 0, "temperature": 1.0, "seed": 3}, "domains": {"a": summary, "b": summary},
+            "overall": summary, "probes": None, "seconds": 1.5}
+    report = EvalReport.from_dict(data)
+    assert (report.model, report.k, report.seed, report.seconds) == ("m", 0, 3, 1.5)
+    assert not report.has_sampled and not report.has_episodes
+    assert [name for name, _ in report.columns()] == ["a", "b", "all"]
+    assert [name for name, _ in EvalReport.from_dict({**data, "domains": {"a": summary}}).columns()] == ["a"]

@@ -108,3 +108,38 @@ def test_the_loss_weighs_each_token_by_its_importance_weight():
     assert float(plain.loss) == pytest.approx(-1.0) and float(weighted.loss) == pytest.approx(-1.0)
     (grad,) = torch.autograd.grad(weighted.loss, logp)
     assert grad[0].tolist() == pytest.approx([-1.0, 0.0])  # d/dlogp of -(2 * ratio_1 + 0 * ratio_2) / 2
+
+
+def test_normalised_entropy_by_hand():
+    from pivot_envs.trainers.episode_rollouts import normalised_entropy
+
+    # a uniform distribution over V tokens has entropy log V: 1; a certain one 0; the mean of the two 0.5
+    assert normalised_entropy([math.log(50)], 50) == pytest.approx(1.0)
+    assert normalised_entropy([0.0, math.log(50)], 50) == pytest.approx(0.5)
+    assert normalised_entropy([], 50) == 0.0
+
+
+ROW_KEYS = {"step", "reward_mean", "reward_std", "strict_reward_mean", "miss_rate", "zero_var_frac", "masked", "groups",
+            "unscored_groups", "resampled_groups", "injected", "skipped_groups", "used_groups", "used_samples",
+            "completion_len_mean", "loss", "kl", "clip_fraction", "ratio_mean", "entropy", "grad_norm", "lr", "updated"}
+
+
+def test_the_metrics_row_of_typed_step_stats_by_hand():
+    from pivot_envs.trainers.distributed import DistInfo
+    from pivot_envs.trainers.step_stats import StepStats, UpdateResult, UpdateSums, metrics_row
+
+    # two groups of 2 scored samples, rewards [1, 0] and [1, 1]: mean 0.75, std sqrt(0.75 - 0.5625) = 0.433
+    st = StepStats(groups=2, samples=4, scored_groups=2, zero_var_groups=1, reward_sum=3, reward_sq_sum=3, reward_n=4,
+                   completion_len_sum=20, used_groups=1, used_rows=2, skipped_groups=1)
+    update = UpdateResult(sums=UpdateSums(loss_sum=0.5, kl_sum=0.2, loss_tokens=10, clip_sum=1.0, ratio_sum=10.0),
+                          grad_norm=2.0, updated=True, beta_on=True)
+    st.add_update(update)
+    row = metrics_row(7, st.reduced(DistInfo()), update, lr=1e-3)
+    assert set(row) == ROW_KEYS  # the file format: keys may be added, never renamed
+    assert row["reward_mean"] == 0.75 and row["reward_std"] == pytest.approx(math.sqrt(0.1875))
+    assert (row["zero_var_frac"], row["completion_len_mean"], row["used_samples"]) == (0.5, 5.0, 2)
+    assert (row["loss"], row["kl"], row["clip_fraction"], row["ratio_mean"]) == pytest.approx((0.5, 0.02, 0.1, 1.0))
+    assert row["strict_reward_mean"] is None and row["entropy"] is None  # nothing counted: undefined, not 0
+    # no update ran (no group had a signal): the loss columns are undefined, not zero
+    idle = metrics_row(8, StepStats(groups=1), UpdateResult(), lr=1e-3)
+    assert idle["loss"] is None and idle["kl"] is None and idle["updated"] is False and idle["reward_mean"] is None

@@ -183,17 +183,19 @@ def install(site: Path) -> None:
 
 @pytest.fixture
 def registries(monkeypatch):
-    """Private copies of the domain and world registries (restored afterwards), plugins not read yet:
-    what a fresh process starts from."""
+    """The domain, world and success-rule registries as a fresh process starts (plugins not read yet),
+    restored in place afterwards."""
     monkeypatch.setattr(domains, "_DOMAINS", dict(domains._DOMAINS))
     monkeypatch.setattr(domains, "_PLUGINS_LOADED", [])
     monkeypatch.setattr(domains, "_PLUGIN_ERRORS", [])
-    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
-    monkeypatch.setattr(registry, "_PLUGINS_LOADED", [])
-    monkeypatch.setattr(registry, "_PLUGIN_ERRORS", [])
-    monkeypatch.setattr(success, "_SUCCESS_RULES", dict(success._SUCCESS_RULES))
-    monkeypatch.setattr(success, "_RULE_PLUGINS_LOADED", [])
+    saved = []
+    for reg in (registry.WORLD_REGISTRY, success.SUCCESS_RULES):
+        monkeypatch.setattr(reg, "_plugins_loaded", False)
+        saved += [(table, dict(table)) for table in (reg._entries, reg._origins, reg._arg_parsers, reg._broken)]
     yield
+    for table, before in saved:
+        table.clear()
+        table.update(before)
     for env_id in (ENV_ID, EPISODE_ENV_ID):
         gymnasium.registry.pop(env_id, None)
 

@@ -137,7 +137,7 @@ def test_pivotrl_three_steps_on_vllm(llm, model_dir, tmp_path):
 @pytest.mark.parametrize("rollout", ["group", "arpo"])
 def test_episode_trainers_on_vllm(llm, model_dir, tmp_path, rollout):
     config = dict(model=str(model_dir), domain="terminal", split="train", output_dir=str(tmp_path / rollout), steps=2,
-                  pivots_per_step=2, group_size=2, max_new_tokens=48, max_turns=3, lr=1e-3, zero_variance="keep",
+                  tasks_per_step=2, group_size=2, max_new_tokens=48, max_turns=3, lr=1e-3, zero_variance="keep",
                   save_every=0, plots=False, rollout=rollout, arpo_initial=1, arpo_branches=1, rollout_engine="vllm",
                   vllm_dtype="float32", num_threads=1)
     result = train_episode_rl(config, vllm_llm=llm)

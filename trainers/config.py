@@ -1,4 +1,5 @@
-"""``PivotRLConfig``: every knob of the PivotRL GRPO trainer, documented where it is declared.
+"""``PivotRLConfig`` (every knob of the PivotRL GRPO trainer) and ``PolicyConfig`` (the knobs it shares with
+the episode trainer), documented where they are declared.
 
 Build one in Python, from a dict, or from a JSON/TOML/YAML file and ``key=value``
 overrides (the CLI's ``--set``); reading, overrides and coercion are :mod:`pivot_envs.config`'s,
@@ -41,12 +42,18 @@ DTYPES = ("auto", "float32", "bfloat16")
 ROLLOUT_ENGINES = ("hf", "vllm")
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
-__all__ = ["ConfigError", "PivotRLConfig"]
+__all__ = ["ConfigError", "PivotRLConfig", "PolicyConfig"]
 
 
 @dataclass
-class PivotRLConfig:
-    """Configuration of :func:`pivot_envs.trainers.pivotrl.train_pivotrl` (PivotRL, Algorithm 1)."""
+class PolicyConfig:
+    """The settings every RL trainer of the package shares: the policy, its sampling, the GRPO loss,
+    the optimiser and schedule, checkpoints, logs and hardware (:class:`~pivot_envs.trainers.policy_update.PolicyUpdate`).
+
+    Not used on its own: :class:`PivotRLConfig` adds the pivots, and
+    :class:`~pivot_envs.trainers.episode_rl.EpisodeRLConfig` the tasks and episodes; each stays one flat
+    set of keys.
+    """
 
     # ------------------------------------------------------------------ model and data
     model: str = ""
@@ -63,18 +70,8 @@ class PivotRLConfig:
     domain: str = "tool_use"
     """Registered domain of the pivots (its action parser and default verifier are used)."""
 
-    pivots: str | None = None
-    """Pivot JSONL file D_pivot (e.g. the output of ``pivot-envs profile --filter``);
-    ``None``: the domain's bundled ``split``."""
-
     split: str = "train"
     """Bundled split used when ``pivots`` is ``None``."""
-
-    verifier: Any = None
-    """Verifier spec (a name, a config dict, or a JSON string of one); ``None``: the domain's default."""
-
-    strict_verifier: Any = "strict"
-    """Verifier of the strict-match diagnostics (``strict_reward_mean``, ``miss_rate``); ``None``: not computed."""
 
     seed: int = 0
     """Seeds the pivot order, every sampling call and torch/numpy/python RNGs: a run is reproducible."""
@@ -82,9 +79,6 @@ class PivotRLConfig:
     # ------------------------------------------------------------------ run length and batch
     steps: int = 100
     """Training steps; each samples one minibatch of pivots and makes ``num_iterations`` optimiser updates."""
-
-    pivots_per_step: int = 8
-    """Pivots sampled from D_pivot per step *per process* (the minibatch of Algorithm 1)."""
 
     group_size: int = 8
     """G: actions sampled per pivot from pi_old; the group defines the advantages."""
@@ -218,25 +212,6 @@ class PivotRLConfig:
     ``resample``: sample the pivot again up to ``max_resample`` times, then skip; ``keep``: they stay in the
     loss (useful with ``pvpo``, where ``r - V(s)`` is not zero for such groups)."""
 
-    max_resample: int = 2
-    """Extra sampling rounds for zero-variance groups with ``zero_variance="resample"``."""
-
-    pvpo_refresh_every: int = 0
-    """With ``advantage="pvpo"``: re-estimate ``V(s)`` every this-many steps (``0``: never, the static profile)."""
-
-    pvpo_refresh_source: str = "running"
-    """``running``: ``V(s)`` = mean of the rewards sampled at ``s`` since the last refresh (pivots not visited
-    keep theirs); ``profile``: a fresh profile of every active pivot with the current policy
-    (``group_size`` samples each; costly on large pivot sets)."""
-
-    pvpo_drop_solved: bool = True
-    """With ``pvpo``: pivots whose ``V(s)`` reaches 1 (always solved) leave the sampling pool (at the start and at
-    every refresh; the pool never becomes empty)."""
-
-    pvpo_inject_expert: bool = False
-    """Replace one sample of every group whose scored rewards are all 0 by the expert action's tokens (scored by
-    the verifier like any sample). Comes from PVPO; works with every advantage mode."""
-
     # ------------------------------------------------------------------ checkpoints and logs
     save_every: int = 50
     """Save a checkpoint (model, optimiser, scheduler, RNG states, data position) every this-many steps and at
@@ -303,61 +278,56 @@ class PivotRLConfig:
             self.betas = tuple(self.betas)  # type: ignore[assignment]
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to] if self.report_to else []
-        if isinstance(self.verifier, str) and self.verifier.strip().startswith("{"):
-            try:
-                self.verifier = json.loads(self.verifier)
-            except json.JSONDecodeError as exc:
-                _fail("verifier", self.verifier, f"a verifier name or a JSON object ({exc})")
         self.validate()
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first bad field, its value and what is accepted."""
-        _positive_int(self, "steps", "pivots_per_step", "grad_accum_steps", "num_iterations", "max_new_tokens", "log_every")
-        _nonnegative(self, "warmup_steps", "max_resample", "pvpo_refresh_every", "save_every", "weight_decay",
+        _positive_int(self, "steps", "grad_accum_steps", "num_iterations", "max_new_tokens", "log_every")
+        _nonnegative(self, "warmup_steps", "save_every", "weight_decay",
                      "eps_low", "eps_high", "beta", "eps_std", "max_grad_norm", "lora_r", "lora_dropout")
         if self.group_size < 2:
-            _fail("group_size", self.group_size, ">= 2 (GRPO compares the samples of a group), e.g. group_size=8")
+            _fail(self, "group_size", self.group_size, ">= 2 (GRPO compares the samples of a group), e.g. group_size=8")
         if not self.temperature > 0:
-            _fail("temperature", self.temperature, "> 0 (RL needs sampling; use the eval tools for greedy decoding)")
+            _fail(self, "temperature", self.temperature, "> 0 (RL needs sampling; use the eval tools for greedy decoding)")
         if not 0 < self.top_p <= 1:
-            _fail("top_p", self.top_p, "in (0, 1]")
+            _fail(self, "top_p", self.top_p, "in (0, 1]")
         if not self.lr > 0:
-            _fail("lr", self.lr, "> 0")
+            _fail(self, "lr", self.lr, "> 0")
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            _fail("betas", self.betas, "two numbers in [0, 1), e.g. [0.9, 0.999]")
+            _fail(self, "betas", self.betas, "two numbers in [0, 1), e.g. [0.9, 0.999]")
         if not 0 <= self.min_lr_ratio <= 1:
-            _fail("min_lr_ratio", self.min_lr_ratio, "in [0, 1]")
+            _fail(self, "min_lr_ratio", self.min_lr_ratio, "in [0, 1]")
         if self.eps_low >= 1:
-            _fail("eps_low", self.eps_low, "in [0, 1) (the ratio is clipped at 1 - eps_low)")
+            _fail(self, "eps_low", self.eps_low, "in [0, 1) (the ratio is clipped at 1 - eps_low)")
         for name, allowed in (("advantage", ADVANTAGE_MODES), ("loss_agg", LOSS_AGGS),
                               ("zero_variance", ZERO_VARIANCE_MODES), ("old_logprobs", OLD_LOGPROB_MODES),
-                              ("pvpo_refresh_source", PVPO_SOURCES), ("lr_schedule", SCHEDULES),
+                              ("lr_schedule", SCHEDULES),
                               ("model_dtype", DTYPES), ("rollout_engine", ROLLOUT_ENGINES),
                               ("rollout_is_mode", IS_MODES), ("vllm_dtype", DTYPES)):
             if getattr(self, name) not in allowed:
-                _fail(name, getattr(self, name), f"one of {', '.join(allowed)}")
+                _fail(self, name, getattr(self, name), f"one of {', '.join(allowed)}")
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
-            _fail("vllm_gpu_memory_utilization", self.vllm_gpu_memory_utilization, "in (0, 1]")
+            _fail(self, "vllm_gpu_memory_utilization", self.vllm_gpu_memory_utilization, "in (0, 1]")
         if not self.vllm_kv_cache_gib > 0:
-            _fail("vllm_kv_cache_gib", self.vllm_kv_cache_gib, "> 0")
+            _fail(self, "vllm_kv_cache_gib", self.vllm_kv_cache_gib, "> 0")
         if not 0 <= self.rollout_is_min < self.rollout_is_max:
-            _fail("rollout_is_max", self.rollout_is_max, f"> rollout_is_min ({self.rollout_is_min}) >= 0")
+            _fail(self, "rollout_is_max", self.rollout_is_max, f"> rollout_is_min ({self.rollout_is_min}) >= 0")
         for sink in self.report_to:
             if sink not in REPORTERS:
-                _fail("report_to", self.report_to, f"a list drawn from {', '.join(REPORTERS)}")
+                _fail(self, "report_to", self.report_to, f"a list drawn from {', '.join(REPORTERS)}")
         if self.old_logprobs == "sampler" and (self.temperature != 1.0 or self.top_p != 1.0):
-            _fail("old_logprobs", "sampler", "'auto' or 'recompute' unless temperature == 1 and top_p == 1: the "
+            _fail(self, "old_logprobs", "sampler", "'auto' or 'recompute' unless temperature == 1 and top_p == 1: the "
                   "sampler's scores are log-probs under the tempered/truncated distribution, not under pi_old")
         for name in ("max_prompt_tokens", "sampling_batch_size", "num_threads", "save_total_limit"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                _fail(name, value, ">= 1 or null")
+                _fail(self, name, value, ">= 1 or null")
         if self.device not in ("auto", "cpu", "cuda") and not str(self.device).startswith("cuda:"):
-            _fail("device", self.device, "auto, cpu, cuda or cuda:N")
+            _fail(self, "device", self.device, "auto, cpu, cuda or cuda:N")
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> "PivotRLConfig":
+    def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> Any:
         """Build from a dict; string values are coerced to the field's type (``"1e-3"`` -> ``0.001``).
 
         Raises :class:`ConfigError` on an unknown key (naming it, a close match and every valid key) or a
@@ -370,23 +340,78 @@ class PivotRLConfig:
         return config_to_dict(self)
 
     @classmethod
-    def from_file(cls, path: str | Path, overrides: Sequence[str] = ()) -> "PivotRLConfig":
+    def from_file(cls, path: str | Path, overrides: Sequence[str] = ()) -> Any:
         """Read a YAML, TOML or JSON config file, then apply ``key=value`` overrides (values read as YAML,
         as ``pivot-envs train --set`` reads them). An ``algorithm`` key (``pivot-envs train`` files) is skipped."""
         return config_from_file(cls, path, overrides, ignore=("algorithm",))
 
 
-def _fail(name: str, value: Any, accepted: str) -> None:
-    raise ConfigError(f"PivotRLConfig.{name} = {value!r} is invalid: it must be {accepted}")
+@dataclass
+class PivotRLConfig(PolicyConfig):
+    """Configuration of :func:`pivot_envs.trainers.pivotrl.train_pivotrl` (PivotRL, Algorithm 1): the
+    :class:`PolicyConfig` settings plus the pivots, their verifiers, resampling and PVPO."""
+
+    # ------------------------------------------------------------------ pivots and verifiers
+    pivots: str | None = None
+    """Pivot JSONL file D_pivot (e.g. the output of ``pivot-envs profile --filter``);
+    ``None``: the domain's bundled ``split``."""
+
+    verifier: Any = None
+    """Verifier spec (a name, a config dict, or a JSON string of one); ``None``: the domain's default."""
+
+    strict_verifier: Any = "strict"
+    """Verifier of the strict-match diagnostics (``strict_reward_mean``, ``miss_rate``); ``None``: not computed."""
+
+    pivots_per_step: int = 8
+    """Pivots sampled from D_pivot per step *per process* (the minibatch of Algorithm 1)."""
+
+    # ------------------------------------------------------------------ resampling and PVPO
+    max_resample: int = 2
+    """Extra sampling rounds for zero-variance groups with ``zero_variance="resample"``."""
+
+    pvpo_refresh_every: int = 0
+    """With ``advantage="pvpo"``: re-estimate ``V(s)`` every this-many steps (``0``: never, the static profile)."""
+
+    pvpo_refresh_source: str = "running"
+    """``running``: ``V(s)`` = mean of the rewards sampled at ``s`` since the last refresh (pivots not visited
+    keep theirs); ``profile``: a fresh profile of every active pivot with the current policy
+    (``group_size`` samples each; costly on large pivot sets)."""
+
+    pvpo_drop_solved: bool = True
+    """With ``pvpo``: pivots whose ``V(s)`` reaches 1 (always solved) leave the sampling pool (at the start and at
+    every refresh; the pool never becomes empty)."""
+
+    pvpo_inject_expert: bool = False
+    """Replace one sample of every group whose scored rewards are all 0 by the expert action's tokens (scored by
+    the verifier like any sample). Comes from PVPO; works with every advantage mode."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.verifier, str) and self.verifier.strip().startswith("{"):
+            try:
+                self.verifier = json.loads(self.verifier)
+            except json.JSONDecodeError as exc:
+                _fail(self, "verifier", self.verifier, f"a verifier name or a JSON object ({exc})")
+        super().__post_init__()
+
+    def validate(self) -> None:
+        super().validate()
+        _positive_int(self, "pivots_per_step")
+        _nonnegative(self, "max_resample", "pvpo_refresh_every")
+        if self.pvpo_refresh_source not in PVPO_SOURCES:
+            _fail(self, "pvpo_refresh_source", self.pvpo_refresh_source, f"one of {', '.join(PVPO_SOURCES)}")
 
 
-def _positive_int(cfg: PivotRLConfig, *names: str) -> None:
+def _fail(cfg: Any, name: str, value: Any, accepted: str) -> None:
+    raise ConfigError(f"{type(cfg).__name__}.{name} = {value!r} is invalid: it must be {accepted}")
+
+
+def _positive_int(cfg: PolicyConfig, *names: str) -> None:
     for name in names:
         if getattr(cfg, name) < 1:
-            _fail(name, getattr(cfg, name), ">= 1")
+            _fail(cfg, name, getattr(cfg, name), ">= 1")
 
 
-def _nonnegative(cfg: PivotRLConfig, *names: str) -> None:
+def _nonnegative(cfg: PolicyConfig, *names: str) -> None:
     for name in names:
         if getattr(cfg, name) < 0:
-            _fail(name, getattr(cfg, name), ">= 0")
+            _fail(cfg, name, getattr(cfg, name), ">= 0")

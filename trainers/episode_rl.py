@@ -14,7 +14,7 @@ efficiency claim compares against: rollouts of WHOLE tasks from their start in t
 
 One step::
 
-    tasks    <- next minibatch of tasks (pivots_per_step of them; seeded epochs, as PivotRL's pivots)
+    tasks    <- next minibatch of tasks (tasks_per_step of them; seeded epochs, as PivotRL's pivots)
     groups   <- group_size (M) rollouts per task (trainers.episode_rollouts.play_groups): every live
                 episode advances one turn per round, one sampler call per round;
                 rollout="arpo": N initial rollouts, branching after tool results where
@@ -27,7 +27,8 @@ One step::
                 turn_credit = w > 0: a turn t with a turn reward r_t (the domain verifier's score while
                 the episode is on the expert's path) gets A_j + w * (r_t - mean of the group's turn
                 rewards); a turn off the path gets A_j alone (turn_rows)
-    update   <- the PivotRL loss and optimiser (trainers.pivotrl.PivotRLTrainer._update)
+    update   <- the PivotRL loss and optimiser (trainers.policy_update.PolicyUpdate, which both
+                trainers hold)
 
 Every metrics row counts ``rollout_turns`` (model calls: sampled turns), ``tool_calls`` and
 ``cumulative_rollout_turns``, the axis on which the demo compares PivotRL with E2E RL.
@@ -38,19 +39,21 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import torch
-
 from pivot_envs.config import ConfigError
-from pivot_envs.trainers.advantage import group_advantages
-from pivot_envs.trainers.config import PivotRLConfig
-from pivot_envs.trainers.distributed import reduce_sums, unwrap
+from pivot_envs.domains import get_domain
+from pivot_envs.episode_env import EpisodeEnv, resolve_tasks
+from pivot_envs.trainers.advantage import group_advantages, zero_variance
+from pivot_envs.trainers.config import PolicyConfig
 from pivot_envs.trainers.episode_rollouts import ArpoRule, Rollout, RolloutPlan, RolloutStats, play_groups
-from pivot_envs.trainers.logprobs import completion_logprobs, pack
-from pivot_envs.trainers.pivotrl import SUM_KEYS, PivotRLTrainer, TrainResult, _metrics_row, _Row
-from pivot_envs.trainers.sampling import PivotSampler, sampling_seed
+from pivot_envs.trainers.policy_update import Row
+from pivot_envs.trainers.rollout_engine import build_rollout_engine
+from pivot_envs.trainers.run_loop import TrainResult, engine_fields, open_trainer, read_checkpoint, restore_rng, run_steps
+from pivot_envs.trainers.sampling import PivotSampler, build_sampler, sampling_seed
+from pivot_envs.trainers.step_stats import EpisodeStepStats, metrics_row
 
 __all__ = ["EpisodeRLConfig", "EpisodeRLTrainer", "group_turn_mean", "scored_turn_rewards", "train_episode_rl",
            "turn_rows"]
@@ -59,18 +62,22 @@ log = logging.getLogger("pivot_envs.trainers")
 
 ROLLOUTS = ("group", "arpo")
 
-EPISODE_SUM_KEYS = SUM_KEYS + ("rollout_turns", "tool_calls", "replayed_steps", "branches", "topped_up",
-                               "turns_sum", "episodes", "errors", "truncated", "rounds", "turn_reward_sum",
-                               "turn_reward_n")
-
 
 @dataclass
-class EpisodeRLConfig(PivotRLConfig):
-    """:class:`PivotRLConfig` plus the episode settings (``pivots_per_step`` = tasks per step,
-    ``group_size`` = M rollouts per task; ``pivots``, ``strict_verifier`` and the PVPO settings do not apply)."""
+class EpisodeRLConfig(PolicyConfig):
+    """Configuration of :func:`train_episode_rl`: the :class:`~pivot_envs.trainers.config.PolicyConfig`
+    settings (model, sampling, loss, optimiser, checkpoints; ``group_size`` = M rollouts per task) plus
+    the tasks and the episodes."""
 
     tasks: str | None = None
     """Task source: a trajectory file or ``bundled:DOMAIN[:SPLIT]``; ``None``: the domain's bundled ``split``."""
+
+    tasks_per_step: int = 8
+    """Tasks drawn per step (each plays ``group_size`` rollouts, the GRPO group)."""
+
+    pivots_per_step: int | None = None
+    """Deprecated name of ``tasks_per_step``: accepted with a ``DeprecationWarning`` and moved there (it reads
+    ``None`` afterwards). Where ``tasks_per_step`` is also set to another value than the default, that wins."""
 
     max_turns: int = 8
     """Assistant turns before an episode is truncated (a truncated episode is a failure)."""
@@ -111,8 +118,16 @@ class EpisodeRLConfig(PivotRLConfig):
     under ``grpo``; ``w = 0.5`` lets a right or wrong on-path action move a turn by up to half a unit."""
 
     def __post_init__(self) -> None:
-        if self.strict_verifier == "strict":
-            self.strict_verifier = None  # no per-turn verifier in episodes
+        old = self.pivots_per_step
+        if old is not None:  # the deprecated spelling: moved to tasks_per_step
+            self.pivots_per_step = None
+            if self.tasks_per_step in (EpisodeRLConfig.tasks_per_step, old):
+                self.tasks_per_step = old
+                warnings.warn(f"EpisodeRLConfig.pivots_per_step is deprecated: episodes count tasks; write "
+                              f"tasks_per_step: {old} instead", DeprecationWarning, stacklevel=3)
+            else:
+                warnings.warn(f"EpisodeRLConfig.pivots_per_step = {old} is ignored: tasks_per_step = "
+                              f"{self.tasks_per_step} is set too (pivots_per_step is its deprecated name)", stacklevel=3)
         super().__post_init__()
 
     def validate(self) -> None:
@@ -124,10 +139,7 @@ class EpisodeRLConfig(PivotRLConfig):
                               "use grpo or dr_grpo")
         if self.zero_variance == "resample":
             raise ConfigError("EpisodeRLConfig.zero_variance = 'resample' is invalid for episodes: use skip or keep")
-        if self.pivots is not None:
-            raise ConfigError("EpisodeRLConfig.pivots does not apply: episodes start at tasks; set tasks "
-                              "(a trajectory file or bundled:DOMAIN:SPLIT)")
-        for name in ("max_turns", "arpo_initial", "arpo_branches", "arpo_entropy_tokens", "episode_workers"):
+        for name in ("tasks_per_step", "max_turns", "arpo_initial", "arpo_branches", "arpo_entropy_tokens", "episode_workers"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"EpisodeRLConfig.{name} = {value!r} is invalid: it must be an integer >= 1")
@@ -156,7 +168,7 @@ def train_episode_rl(config: EpisodeRLConfig | dict[str, Any],
     return EpisodeRLTrainer(config, on_step=on_step, vllm_llm=vllm_llm).train()
 
 
-def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float], turn_credit: float = 0.0) -> list[_Row]:
+def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float], turn_credit: float = 0.0) -> list[Row]:
     """Loss rows of one group: every assistant turn of every scored rollout with its rollout's advantage,
     plus ``turn_credit * (r_t - rbar)`` on turns with a turn reward (see :class:`EpisodeRLConfig.turn_credit`).
 
@@ -164,7 +176,7 @@ def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float], turn_cre
     is in the prompt, which the loss never counts. Rollouts without a reward (errors) give no rows.
     """
     rbar = group_turn_mean(rollouts) if turn_credit else None
-    rows: list[_Row] = []
+    rows: list[Row] = []
     for r, adv in zip(rollouts, advantages):
         if r.reward is None:
             continue
@@ -173,7 +185,7 @@ def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float], turn_cre
                 a = float(adv)
                 if rbar is not None and t.reward is not None:
                     a += turn_credit * (t.reward - rbar)
-                rows.append(_Row(list(t.prompt_ids), list(t.completion.token_ids), a, t.completion.logprobs))
+                rows.append(Row(list(t.prompt_ids), list(t.completion.token_ids), a, t.completion.logprobs))
     return rows
 
 
@@ -188,26 +200,34 @@ def group_turn_mean(rollouts: Sequence[Rollout]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-class EpisodeRLTrainer(PivotRLTrainer):
-    """:class:`PivotRLTrainer` with episodes instead of pivots: the same model, loss, optimiser,
-    schedule, checkpoints (the task order resumes like the pivot order) and metrics file."""
-
-    config: EpisodeRLConfig
+class EpisodeRLTrainer:
+    """Tasks and their episodes; the policy and its updates are a :class:`~.policy_update.PolicyUpdate`
+    (``trainer.policy_update``), the same model, loss, optimiser, schedule, checkpoints (the task order
+    resumes like the pivot order) and metrics file as :class:`~.pivotrl.PivotRLTrainer`'s."""
 
     def __init__(self, config: EpisodeRLConfig | dict[str, Any],
                  on_step: Callable[[dict[str, Any]], None] | None = None, *, vllm_llm: Any = None):
-        cfg = config if isinstance(config, EpisodeRLConfig) else EpisodeRLConfig.from_dict(config)
-        super().__init__(cfg, on_step=on_step, vllm_llm=vllm_llm)
+        cfg = self.config = config if isinstance(config, EpisodeRLConfig) else EpisodeRLConfig.from_dict(config)
+        if not cfg.model:
+            raise ConfigError("EpisodeRLConfig.model is empty: set model to a model folder (save_pretrained) or hub id")
+        open_trainer(self, cfg, on_step)
         if self.dist.world_size > 1:
             raise ConfigError("EpisodeRLTrainer runs in one process (torchrun with several is not supported yet)")
+        self.policy_update.wrap_ddp()
+        module = self.policy_update.module
+        sampler = build_sampler(module, self.tokenizer, cfg, batch_size=cfg.tasks_per_step)
+        self.rollout = build_rollout_engine(cfg, module, self.tokenizer, sampler, shared_llm=vllm_llm)
+        self.agent = self.rollout.agent
         if cfg.sampling_batch_size is None and self.rollout.name == "hf":  # one generate call per round
-            self.agent.settings.batch_size = cfg.pivots_per_step * cfg.group_size
+            self.agent.settings.batch_size = cfg.tasks_per_step * cfg.group_size
+
+    # the policy's parts, as attributes of the trainer (they live in ``policy_update``)
+    policy = property(lambda self: self.policy_update.policy, doc="The policy.")
+    tokenizer = property(lambda self: self.policy_update.tokenizer)
+    updates = property(lambda self: self.policy_update.updates, doc="Optimiser updates so far.")
 
     # ------------------------------------------------------------------ setup
     def _load_data(self) -> None:
-        from pivot_envs.domains import get_domain
-        from pivot_envs.episode_env import resolve_tasks
-
         cfg = self.config
         self.domain = get_domain(cfg.domain)
         if self.domain.world is None:
@@ -217,145 +237,136 @@ class EpisodeRLTrainer(PivotRLTrainer):
         if not self.tasks:
             raise ConfigError(f"no tasks in {cfg.tasks or f'the bundled {cfg.split!r} split of {cfg.domain!r}'}")
         self.task_by_id = {t.id: t for t in self.tasks}
-        self.pivots = {}
-        self.verifier = None
-        self.strict_verifier = None
-        self.pivot_sampler = PivotSampler(list(self.task_by_id), cfg.seed)
-        from pivot_envs.trainers.scoring import ValueTable
-
-        self.values = ValueTable()
+        self.task_sampler = PivotSampler(list(self.task_by_id), cfg.seed)
         self.plan = cfg.plan()
 
-    def make_env(self) -> Any:
-        from pivot_envs.episode_env import EpisodeEnv
+    def _restore(self, path: Any) -> None:
+        state = read_checkpoint(path, self.config, renamed={"pivots_per_step": "tasks_per_step"})
+        self.policy_update.load_state_dict(state, default_updates=int(state["step"]) * self.config.num_iterations)
+        self.task_sampler.load_state_dict(state["pivot_sampler"])
+        self.step = int(state["step"])
+        self.rollout_turns_total = int(state.get("rollout_turns_total", 0))
+        restore_rng(path, self.dist)
 
-        # rewards are task success: the per-turn verifier (a sandbox run for terminal) is not needed here
-        # with turn credit the env scores each on-path turn with the domain's verifier (a sandbox run for terminal)
+    def make_env(self) -> EpisodeEnv:
+        """A fresh episode env over the run's tasks (rewards are task success; with ``turn_credit`` the env
+        also scores each on-path turn with the domain's verifier, a sandbox run for terminal)."""
         return EpisodeEnv(tasks=self.tasks, domain=self.domain.name, user=self.config.user,
                           max_turns=self.config.max_turns, score_turns=self.config.turn_credit > 0)
 
     def entropy_fn(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[float]:
         """Normalised entropy (mean over the given tokens of H / log V) of the policy at each row's tokens."""
-        module = unwrap(self.policy)
-        out = [0.0] * len(prompts)
-        idx = [i for i, c in enumerate(completions) if len(c) > 0]
-        if not idx:
-            return out
-        batch = pack([prompts[i] for i in idx], [completions[i] for i in idx], self.pad_id, self.device)
-        was_training = module.training
-        module.eval()
-        try:
-            with torch.no_grad(), self._autocast():
-                _, entropy = completion_logprobs(module, batch, with_entropy=True)
-        finally:
-            module.train(was_training)
-        assert entropy is not None
-        mask = batch.completion_mask.float()
-        mean = (entropy * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        scale = math.log(max(2, int(module.config.vocab_size)))
-        for row, i in enumerate(idx):
-            out[i] = float(mean[row]) / scale
-        return out
+        return self.policy_update.entropies(prompts, completions)
 
-    # ------------------------------------------------------------------ the step
-    def _train_step(self, step: int) -> dict[str, Any]:
+    # ------------------------------------------------------------------ the loop
+    def train(self) -> TrainResult:
+        """Run the remaining steps (see :func:`~.run_loop.run_steps`)."""
+        return run_steps(self)
+
+    def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.config
         t0 = time.perf_counter()
-        ids = self.pivot_sampler.draw(cfg.pivots_per_step)
+        ids = self.task_sampler.draw(cfg.tasks_per_step)
         tasks = [self.task_by_id[i] for i in ids]
-        sums: dict[str, float] = dict.fromkeys(EPISODE_SUM_KEYS, 0.0)
-
-        def add(key: str, value: float) -> None:
-            sums[key] += float(value)
-
-        sync_s = self.rollout.sync(unwrap(self.policy), self.updates)
+        st = EpisodeStepStats()
+        sync_s = self.rollout.sync(self.policy_update.module, self.updates)
         version = self.rollout.policy_version
-        with self._autocast():
+        with self.policy_update.autocast():
             groups, stats = play_groups(self.make_env, self.agent, tasks, self.plan,
                                         seed=sampling_seed(cfg.seed, step, 0, 0),
                                         entropy_fn=self.entropy_fn if self.plan.arpo is not None else None)
         t_sample = time.perf_counter() - t0
-        self._count(groups, stats, add)
-        rows: list[_Row] = []
+        self._count(groups, stats, st)
+        rows: list[Row] = []
         for group in groups:
             rewards = [r.reward if r.reward is not None else 0.0 for r in group]
             valid = [r.reward is not None for r in group]
-            scored = [x for x, ok in zip(rewards, valid) if ok]
-            if not scored:
+            if not any(valid):
                 continue
             turn_rewards = scored_turn_rewards(group)
-            add("turn_reward_sum", math.fsum(turn_rewards))
-            add("turn_reward_n", len(turn_rewards))
-            flat_turns = not cfg.turn_credit or len(set(turn_rewards)) <= 1
-            if len(set(scored)) <= 1 and flat_turns and cfg.zero_variance != "keep":
-                add("skipped_groups", 1)
+            st.turn_reward_sum += math.fsum(turn_rewards)
+            st.turn_reward_n += len(turn_rewards)
+            flat_turns = not cfg.turn_credit or zero_variance(turn_rewards)
+            if zero_variance(rewards, valid) and flat_turns and cfg.zero_variance != "keep":
+                st.skipped_groups += 1
                 continue
             adv = group_advantages(rewards, valid, mode=cfg.advantage, eps_std=cfg.eps_std)
-            add("used_groups", 1)
+            st.used_groups += 1
             rows += turn_rows(group, [float(a) for a in adv], cfg.turn_credit)
-        add("used_rows", len(rows))
+        st.used_rows += len(rows)
         t2 = time.perf_counter()
-        lr = self.optimizer.param_groups[0]["lr"]
-        update = self._update(rows)
+        lr = self.policy_update.lr
+        update = self.policy_update.update(rows, engine=self.rollout.name)
         t_update = time.perf_counter() - t2
-        for key, value in update.pop("sums").items():
-            add(key, value)
-        total = reduce_sums(sums, self.dist)
-        self.rollout_turns_total += int(total["rollout_turns"])
+        st.add_update(update)
+        total = st.reduced(self.dist)
+        self.rollout_turns_total += int(total.rollout_turns)
         step_s = time.perf_counter() - t0
-        row = _metrics_row(step, total, update, lr)
-        episodes = total["episodes"] or 0.0
+        row = metrics_row(step, total, update, lr)
+        episodes = total.episodes or 0.0
         row.update(
             success_mean=row["reward_mean"],
-            rollout_turns=int(total["rollout_turns"]),
+            rollout_turns=int(total.rollout_turns),
             cumulative_rollout_turns=self.rollout_turns_total,
-            tool_calls=int(total["tool_calls"]),
-            replayed_steps=int(total["replayed_steps"]),
+            tool_calls=int(total.tool_calls),
+            replayed_steps=int(total.replayed_steps),
             episodes=int(episodes),
-            turns_mean=total["turns_sum"] / episodes if episodes else None,
-            turn_reward_mean=total["turn_reward_sum"] / total["turn_reward_n"] if total["turn_reward_n"] else None,
-            scored_turns=int(total["turn_reward_n"]),
-            episode_errors=int(total["errors"]),
-            truncated=int(total["truncated"]),
-            branches=int(total["branches"]),
-            topped_up=int(total["topped_up"]),
-            rounds=int(total["rounds"]),
+            turns_mean=total.turns_sum / episodes if episodes else None,
+            turn_reward_mean=total.ratio("turn_reward_sum", "turn_reward_n"),
+            scored_turns=int(total.turn_reward_n),
+            episode_errors=int(total.errors),
+            truncated=int(total.truncated),
+            branches=int(total.branches),
+            topped_up=int(total.topped_up),
+            rounds=int(total.rounds),
             branch_points=[list(b) for b in stats.branches],
-            active_pivots=len(self.pivot_sampler.active),
-            epoch=self.pivot_sampler.epoch,
+            active_pivots=len(self.task_sampler.active),
+            epoch=self.task_sampler.epoch,
             sample_s=t_sample, score_s=0.0, update_s=t_update, step_s=step_s,
-            tokens_per_s=total.get("completion_tokens", 0.0) / step_s if step_s > 0 else None,
-            **self._engine_fields(total, version, sync_s, t_sample, step_s),
+            tokens_per_s=total.completion_tokens / step_s if step_s > 0 else None,
+            **engine_fields(self.rollout, total, version, sync_s, t_sample, step_s),
         )
         return row
 
-    def _count(self, groups: list[list[Rollout]], stats: RolloutStats, add: Callable[[str, float], None]) -> None:
+    def _count(self, groups: list[list[Rollout]], stats: RolloutStats, st: EpisodeStepStats) -> None:
         """Reward and cost counters of the step's rollouts (``reward_*`` are task-success figures)."""
-        add("rollout_turns", stats.rollout_turns)
-        add("tool_calls", stats.tool_calls)
-        add("replayed_steps", stats.replayed_steps)
-        add("branches", len(stats.branches))
-        add("topped_up", stats.topped_up)
-        add("rounds", stats.rounds)
+        st.rollout_turns += stats.rollout_turns
+        st.tool_calls += stats.tool_calls
+        st.replayed_steps += stats.replayed_steps
+        st.branches += len(stats.branches)
+        st.topped_up += stats.topped_up
+        st.rounds += stats.rounds
         for group in groups:
-            add("groups", 1)
-            add("samples", len(group))
+            st.groups += 1
+            st.samples += len(group)
             scored = [r.reward for r in group if r.reward is not None]
             for r in group:
-                add("episodes", 1)
-                add("turns_sum", len(r.turns))
-                add("errors", 1 if r.error else 0)
-                add("truncated", 1 if r.truncated else 0)
+                st.episodes += 1
+                st.turns_sum += len(r.turns)
+                st.errors += 1 if r.error else 0
+                st.truncated += 1 if r.truncated else 0
                 own = [t for t in r.turns if not t.shared]
                 tokens = sum(len(t.completion.token_ids or []) for t in own)
-                add("completion_tokens", tokens)
-                add("completion_len_sum", tokens / max(1, len(own)))
-            add("masked", len(group) - len(scored))
+                st.completion_tokens += tokens
+                st.completion_len_sum += tokens / max(1, len(own))
+            st.masked += len(group) - len(scored)
             if not scored:
-                add("unscored_groups", 1)
+                st.unscored_groups += 1
                 continue
-            add("scored_groups", 1)
-            add("zero_var_groups", 1 if len(set(scored)) <= 1 else 0)
-            add("reward_sum", sum(scored))
-            add("reward_sq_sum", sum(x * x for x in scored))
-            add("reward_n", len(scored))
+            st.scored_groups += 1
+            st.zero_var_groups += 1 if zero_variance(scored) else 0
+            st.reward_sum += float(sum(scored))
+            st.reward_sq_sum += float(sum(x * x for x in scored))
+            st.reward_n += len(scored)
+
+    def save_checkpoint(self, row: dict[str, Any] | None = None) -> Any:
+        """Checkpoint the run after ``self.step`` steps (the task order is stored as ``pivot_sampler``)."""
+        state = {
+            "format": 1,
+            "step": self.step,
+            "pivot_sampler": self.task_sampler.state_dict(),
+            "rollout_turns_total": self.rollout_turns_total,
+            "config": self.config.to_dict(),
+        }
+        summary = {"step": self.step, "config": self.config.to_dict(), "metrics": row or {}}
+        return self.policy_update.save_checkpoint(self.output_dir, self.step, state, summary, self.config.save_total_limit)

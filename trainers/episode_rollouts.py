@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from pivot_envs.agents.base import Completion
+from pivot_envs.agents.prompting import encode_prompt
 from pivot_envs.types import Trajectory
 
 EntropyFn = Callable[[Sequence[Sequence[int]], Sequence[Sequence[int]]], list[float]]
@@ -216,8 +217,6 @@ def play_groups(
     if plan.arpo is not None and entropy_fn is None:
         raise ValueError("ARPO needs entropy_fn (the policy's entropy of the first tokens of a turn)")
     if encode is None:
-        from pivot_envs.agents.prompting import encode_prompt
-
         def encode(pivot: Any) -> list[int]:
             return encode_prompt(agent.tokenizer, pivot, agent.prompt_config)
 

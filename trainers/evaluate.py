@@ -39,6 +39,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.agents.hf import HFAgent
+from pivot_envs.envs_data.probes import probe_eval_set, score_probe
+from pivot_envs.episode_env import EpisodeEnv, bundled_domain, episode_starts, resolve_tasks, run_episodes, summarize_rows
+from pivot_envs.pipeline.profile import Scorer
+from pivot_envs.sources import resolve_pivots
+from pivot_envs.trainers.sft import default_prompt_tokens
 from pivot_envs.types import Pivot
 
 ProgressCallback = Callable[[str, int, int], None]
@@ -138,10 +144,6 @@ def evaluate(
         {"functional", "strict", "scored", "errors"}, "sampled": {"functional", "strict",
         "pass_at_k", "samples", "scored", "errors"} | None, "episodes": {...} | None}``.
     """
-    from pivot_envs.agents.hf import HFAgent
-    from pivot_envs.sources import resolve_pivots
-    from pivot_envs.trainers.sft import default_prompt_tokens
-
     if k < 0 or episode_k < 0:
         raise ValueError(f"k and episode_k must be >= 0, got {k} and {episode_k}")
     if temperature < 0:
@@ -192,8 +194,6 @@ def _evaluate(greedy_agent: Any, live: Callable[..., Any], name: str, settings: 
               pivot_list: list[Pivot], verifier: Any, probes: Any, progress: ProgressCallback | None,
               details: bool, began: float) -> dict[str, Any]:
     """The body of :func:`evaluate` once the agents are set up."""
-    from pivot_envs.pipeline.profile import Scorer
-
     k, temperature, seed, batch_size = settings.k, settings.temperature, settings.seed, settings.batch_size
     scorer = Scorer(verifier)
     greedy = _sample(greedy_agent, pivot_list, 1, seed, batch_size, "greedy", progress)
@@ -225,8 +225,6 @@ def _evaluate(greedy_agent: Any, live: Callable[..., Any], name: str, settings: 
             for i, p in enumerate(pivot_list)
         ]
     if probes is not False:
-        from pivot_envs.envs_data.probes import probe_eval_set
-
         items = probe_eval_set() if probes is True else list(probes)
         report["probes"] = evaluate_probes(live(temperature=0.0, max_new_tokens=PROBE_MAX_NEW_TOKENS), items,
                                            seed=seed, batch_size=batch_size, progress=progress, details=details)
@@ -237,8 +235,6 @@ def _evaluate(greedy_agent: Any, live: Callable[..., Any], name: str, settings: 
 def evaluate_probes(agent: Any, items: Sequence[Any], *, seed: int = 0, batch_size: int = 16,
                     progress: ProgressCallback | None = None, details: bool = False) -> dict[str, Any]:
     """Greedy exact-match accuracy of ``agent`` on probe items, overall and per kind."""
-    from pivot_envs.envs_data.probes import score_probe
-
     pivots = [item.to_pivot() for item in items]
     groups = _sample(agent, pivots, 1, seed, batch_size, "probes", progress)
     hits = [score_probe(g[0].text, item.answer) for g, item in zip(groups, items)]
@@ -258,8 +254,6 @@ def evaluate_probes(agent: Any, items: Sequence[Any], *, seed: int = 0, batch_si
 
 def episode_sources(episodes: Any, pivots: Any) -> dict[str, Any]:
     """``{domain: task source}`` of the ``episodes`` argument of :func:`evaluate` (see there)."""
-    from pivot_envs.episode_env import bundled_domain
-
     if isinstance(episodes, dict):
         return dict(episodes)
     if episodes is True:
@@ -275,8 +269,6 @@ def episode_sources(episodes: Any, pivots: Any) -> dict[str, Any]:
             if isinstance(pivots, (str, Path)) and bundled_domain(str(pivots)):
                 domain = bundled_domain(str(pivots))
             else:
-                from pivot_envs.sources import resolve_pivots
-
                 domains = sorted({p.domain for p in resolve_pivots(pivots)})
                 if len(domains) != 1:
                     raise ValueError(f"episode tasks {episodes}: cannot tell their domain (the pivots have "
@@ -293,8 +285,6 @@ def evaluate_episodes(report: dict[str, Any], agent: Any, sources: dict[str, Any
     """Play every task of ``sources`` (``{domain: task source}``) ``repeats`` times with ``agent`` and add
     task success to ``report`` (``domains[d][key]``, ``overall[key]``; the rows as ``episode_rows`` or
     ``{key}``-named rows with ``details``); returns the report."""
-    from pivot_envs.episode_env import EpisodeEnv, episode_starts, resolve_tasks, run_episodes, summarize_rows
-
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     rows: list[dict[str, Any]] = []

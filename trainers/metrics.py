@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -165,6 +166,32 @@ class MetricsLogger:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What a progress display shows of one step's row, read by name from the keys every trainer writes:
+    ``reward_mean`` (PivotRL: verifier reward; episodes: task success), ``kl`` and ``loss``. ``None`` where
+    the step has no such value (SFT has no reward, ``kl`` needs ``beta > 0``, no update ran)."""
+
+    step: int
+    reward: float | None = None
+    kl: float | None = None
+    loss: float | None = None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "StepReport":
+        return cls(step=int(row.get("step", 0)), reward=_number(row.get("reward_mean")), kl=_number(row.get("kl")),
+                   loss=_number(row.get("loss")))
+
+    def text(self) -> str:
+        """``reward 0.5  kl 0.01  loss 0.2`` (the values there are, 4 significant digits)."""
+        parts = [(label, value) for label, value in (("reward", self.reward), ("kl", self.kl), ("loss", self.loss))]
+        return "  ".join(f"{label} {value:.4g}" for label, value in parts if value is not None)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def format_row(row: dict[str, Any]) -> str:

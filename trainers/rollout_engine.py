@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from pivot_envs.agents.base import Agent
+from pivot_envs.agents.vllm_agent import VLLMAgent
 
 class HFRolloutEngine:
     """Sampling on the policy's live weights (transformers ``generate``): always up to date."""
@@ -137,8 +138,6 @@ def build_rollout_engine(config: Any, policy: Any, tokenizer: Any, hf_agent: Age
     """
     if config.rollout_engine == "hf":
         return HFRolloutEngine(hf_agent)
-    from pivot_envs.agents.vllm_agent import VLLMAgent
-
     settings = dict(temperature=config.temperature, top_p=config.top_p, max_new_tokens=config.max_new_tokens,
                     max_prompt_tokens=config.max_prompt_tokens or hf_agent.prompt_config.max_prompt_tokens,
                     tools=config.prompt_tools, seed=config.seed, dtype=config.vllm_dtype,

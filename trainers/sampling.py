@@ -46,15 +46,16 @@ class Group:
             self.injected = [False] * len(self.completions)
 
 
-def build_sampler(policy: Any, tokenizer: Any, config: Any) -> HFAgent:
-    """An ``hf`` agent that samples from ``policy`` itself (a loaded model, not copied)."""
+def build_sampler(policy: Any, tokenizer: Any, config: Any, batch_size: int | None = None) -> HFAgent:
+    """An ``hf`` agent that samples from ``policy`` itself (a loaded model, not copied); ``generate`` batches
+    ``config.sampling_batch_size`` rows, else ``batch_size`` (default: ``config.pivots_per_step``)."""
     return HFAgent(
         model=policy,
         tokenizer=tokenizer,
         temperature=config.temperature,
         top_p=config.top_p,
         max_new_tokens=config.max_new_tokens,
-        batch_size=config.sampling_batch_size or config.pivots_per_step,
+        batch_size=config.sampling_batch_size or batch_size or config.pivots_per_step,
         logprobs="sampling" if config.old_logprobs == "sampler" else "none",
         max_prompt_tokens=config.max_prompt_tokens,
         tools=config.prompt_tools,

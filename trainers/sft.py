@@ -58,6 +58,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.agents.prompting import PromptConfig, action_target, encode_prompt
+from pivot_envs.config import config_from_dict, config_from_file, config_to_dict
+from pivot_envs.trainers.metrics import MetricsLogger, read_metrics, truncate_metrics
 from pivot_envs.types import Pivot
 from pivot_envs.trainers.lm_loop import Part, collate, split_micro, target_nll_sum, train_steps  # noqa: F401
 from pivot_envs.sources import resolve_pivots  # noqa: F401  (re-exported: trainers.sft.resolve_pivots)
@@ -194,8 +197,6 @@ class SFTConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples become lists) that :meth:`from_dict` turns back into an equal config."""
-        from pivot_envs.config import config_to_dict
-
         return config_to_dict(self)
 
     @classmethod
@@ -205,16 +206,12 @@ class SFTConfig:
         Raises :class:`pivot_envs.config.ConfigError` (a ``ValueError``) on an unknown key (naming it,
         a close match and the valid keys) or a value of the wrong type; ``source`` is quoted in errors.
         """
-        from pivot_envs.config import config_from_dict
-
         return config_from_dict(cls, data, source=source)
 
     @classmethod
     def from_file(cls, path: str | Path, overrides: Sequence[str] = ()) -> "SFTConfig":
         """Read a YAML, TOML or JSON config file, then apply ``key=value`` overrides (values read as YAML,
         as ``pivot-envs train --set`` reads them). An ``algorithm`` key (``pivot-envs train`` files) is skipped."""
-        from pivot_envs.config import config_from_file
-
         return config_from_file(cls, path, overrides, ignore=("algorithm",))
 
 
@@ -272,8 +269,6 @@ def default_prompt_tokens(model: Any, tokenizer: Any, room: int = GENERATION_ROO
 def encode_example(tokenizer: Any, pivot: Pivot, *, max_prompt_tokens: int | None, max_action_tokens: int,
                    tools: str = "auto") -> tuple[list[int], list[int]]:
     """``(prompt ids, target ids)`` of one pivot: the agent's prompt and the expert action + end of turn."""
-    from pivot_envs.agents.prompting import PromptConfig, action_target, encode_prompt
-
     prompt = encode_prompt(tokenizer, pivot, PromptConfig(tools=tools, max_prompt_tokens=max_prompt_tokens))
     target = tokenizer(action_target(pivot.expert), add_special_tokens=False, verbose=False)["input_ids"]
     return prompt, list(target[:max_action_tokens]) + [tokenizer.eos_token_id]
@@ -341,10 +336,7 @@ def train_sft(config: SFTConfig | dict[str, Any], on_step: StepCallback | None =
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pivot_envs.trainers import checkpoint as ckpt_io
-    from pivot_envs.trainers.distributed import DistInfo
-    from pivot_envs.trainers.metrics import MetricsLogger, read_metrics, truncate_metrics
-    from pivot_envs.trainers.schedule import build_scheduler
+    from pivot_envs.trainers import checkpoint as ckpt_io, distributed, schedule  # they need torch
 
     out = Path(config.output_dir)
     resume = _prepare_output(out, config)
@@ -371,8 +363,8 @@ def train_sft(config: SFTConfig | dict[str, Any], on_step: StepCallback | None =
     torch.manual_seed(config.seed)
     optim = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas, eps=config.adam_eps,
                               weight_decay=config.weight_decay)
-    sched = build_scheduler(optim, warmup_steps=config.warmup_steps, total_steps=config.steps,
-                            schedule=config.lr_schedule, min_lr_ratio=config.min_lr_ratio)
+    sched = schedule.build_scheduler(optim, warmup_steps=config.warmup_steps, total_steps=config.steps,
+                                     schedule=config.lr_schedule, min_lr_ratio=config.min_lr_ratio)
     start_step = 0
     metrics_path = out / METRICS_FILE
     if state is not None:
@@ -406,7 +398,7 @@ def train_sft(config: SFTConfig | dict[str, Any], on_step: StepCallback | None =
             trainer_state = {"step": step, "optimizer": optim.state_dict(), "scheduler": sched.state_dict(),
                              "config": config.to_dict()}
             ckpt_io.save_checkpoint(ckpt_io.checkpoint_path(out, step), model=model, tokenizer=tokenizer,
-                                    state=trainer_state, info=DistInfo(), summary={"step": step, **row})
+                                    state=trainer_state, info=distributed.DistInfo(), summary={"step": step, **row})
             ckpt_io.prune_checkpoints(out, config.save_total_limit)
         if on_step is not None:
             on_step(row)
@@ -438,8 +430,6 @@ def train_sft(config: SFTConfig | dict[str, Any], on_step: StepCallback | None =
 def plot_losses(metrics_path: str | Path, png: str | Path, *, keys: Sequence[str] = ("loss", "grad_norm", "lr"),
                 title: str = "SFT") -> str | None:
     """Plot ``keys`` of a metrics JSONL against ``step`` into ``png``; ``None`` (and a warning) without matplotlib."""
-    from pivot_envs.trainers.metrics import read_metrics
-
     try:
         import matplotlib
 

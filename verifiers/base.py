@@ -22,18 +22,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import difflib
 import inspect
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 from pivot_envs.actions import parse_action
 from pivot_envs.config import ConfigError, unknown_key_error
+from pivot_envs.registry import Registry
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
 
 VerifierSpec = Any
 """A verifier name (``"strict"``), a config dict (``{"name": ..., **params}``) or a Verifier."""
 
+ENTRY_POINT_GROUP = "pivot_envs.verifiers"
+"""Entry-point group of verifiers published by packages (``NAME = "pkg.module:VerifierClass"``)."""
+
 _REGISTRY: dict[str, type["Verifier"]] = {}
+"""Name -> Verifier class: the store of :data:`VERIFIERS`."""
 
 V = TypeVar("V", bound=type)
 
@@ -102,37 +106,42 @@ def _broadcast(pivots: Sequence[Pivot] | Pivot, n: int) -> list[Pivot]:
     return pivot_list
 
 
+def _named(name: str, cls: Any) -> Any:
+    """What every registered verifier is: a Verifier subclass, whose ``name`` becomes its registered name."""
+    if not (isinstance(cls, type) and issubclass(cls, Verifier)):
+        raise TypeError(f"verifier {name!r}: a verifier is a subclass of pivot_envs.verifiers.Verifier, got {cls!r}")
+    cls.name = name
+    return cls
+
+
+def _config_error(spec: Any, message: str) -> ConfigError:
+    return ConfigError(message, value=spec)
+
+
+VERIFIERS: Registry[type[Verifier]] = Registry(
+    "verifier", group=ENTRY_POINT_GROUP, entries=_REGISTRY, instance_of=Verifier, check=_named,
+    error=_config_error, help=" (see `pivot-envs list`)")
+"""The verifier registry: :func:`register_verifier` adds to it, :func:`build_verifier` builds from it."""
+
+
 def register_verifier(name: str) -> Callable[[V], V]:
-    """Class decorator: register a Verifier subclass under ``name``."""
+    """Class decorator: register a Verifier subclass under ``name`` (registering the same class again is a no-op)."""
 
     def deco(cls: V) -> V:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"verifier {name!r} is already registered by {_REGISTRY[name].__module__}")
-        cls.name = name  # type: ignore[attr-defined]
-        _REGISTRY[name] = cls  # type: ignore[assignment]
-        return cls
+        return VERIFIERS.register(name, cls, replace=_REGISTRY.get(name) is cls)
 
     return deco
 
 
 def verifier_names() -> list[str]:
-    """Names of all registered verifiers."""
-    return sorted(_REGISTRY)
+    """Names of all registered verifiers (those of installed packages' entry points included)."""
+    return VERIFIERS.names()
 
 
 def verifier_class(name: str) -> type[Verifier]:
     """The registered class of ``name``; :class:`~pivot_envs.config.ConfigError` (a ``ValueError``) naming
     close names and the catalog when there is none."""
-    if not isinstance(name, str):
-        raise ConfigError(f"a verifier name is a string, got {name!r}; known: {', '.join(verifier_names())}",
-                          value=name)
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, verifier_names(), n=3, cutoff=0.5)
-        hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-        raise ConfigError(f"unknown verifier {name!r}{hint}; known: {', '.join(verifier_names())} "
-                          "(see `pivot-envs list`)", value=name) from None
+    return VERIFIERS.get(name)
 
 
 def verifier_parameters(cls: type[Verifier]) -> list[str] | None:
@@ -155,25 +164,27 @@ def build_verifier(spec: VerifierSpec) -> Verifier:
     """
     if isinstance(spec, Verifier):
         return spec
-    if isinstance(spec, str):
-        return _construct(verifier_class(spec), spec, {})
-    if isinstance(spec, dict):
-        if "name" not in spec:
-            raise ConfigError(f"a verifier config needs a 'name' field (one of {', '.join(verifier_names())}), "
-                              f"got keys {sorted(spec)}", key="name")
-        name = spec["name"]
-        try:
-            cls = verifier_class(name)
-        except ConfigError as exc:
-            raise ConfigError(str(exc), key="name", value=name) from None
-        params = {k: v for k, v in spec.items() if k != "name"}
-        valid = verifier_parameters(cls)
-        if valid is not None:
-            for key in params:
-                if key not in valid:
-                    raise unknown_key_error(str(key), valid, owner=f"verifier {name!r}")
-        return _construct(cls, name, params)
-    raise TypeError(f"cannot build a verifier from {type(spec).__name__}")
+    if not isinstance(spec, (str, dict)):
+        raise TypeError(f"cannot build a verifier from {type(spec).__name__}")
+    if isinstance(spec, dict) and "name" not in spec:
+        raise ConfigError(f"a verifier config needs a 'name' field (one of {', '.join(verifier_names())}), "
+                          f"got keys {sorted(spec)}", key="name")
+    config = VERIFIERS.parse(spec)
+    name = config.pop("name")
+    try:
+        cls = verifier_class(name)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), key="name", value=name) if isinstance(spec, dict) else exc from None
+    args = config.pop("_args", None)
+    if args is not None:
+        raise ConfigError(f"verifier {name!r} takes no argument after ':'; give its parameters in a config dict "
+                          f"({{\"name\": {name!r}, ...}})", value=spec)
+    valid = verifier_parameters(cls)
+    if valid is not None:
+        for key in config:
+            if key not in valid:
+                raise unknown_key_error(str(key), valid, owner=f"verifier {name!r}")
+    return _construct(cls, name, config)
 
 
 def _construct(cls: type[Verifier], name: str, params: dict[str, Any]) -> Verifier:

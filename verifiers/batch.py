@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Sequence
 
+from pivot_envs.domains import get_domain
 from pivot_envs.types import Action, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, VerifierSpec, build_verifier
 
@@ -63,8 +64,6 @@ class VerifierResolver:
 
     def _domain_spec(self, domain: str) -> VerifierSpec:
         if domain:
-            from pivot_envs.domains import get_domain
-
             return get_domain(domain).verifier_spec()
         if self.fallback is not None:
             return self.fallback

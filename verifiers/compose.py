@@ -65,9 +65,8 @@ Plan = Generator[tuple[Verifier, list[int]], list[VerifyResult], list[VerifyResu
 
 
 def build_child(spec: VerifierSpec) -> Verifier:
-    """Build a nested verifier, with every built-in verifier registered first."""
-    from pivot_envs.verifiers import catalog  # noqa: F401  (registers the built-ins; lazy: catalog imports us)
-
+    """Build a nested verifier. Every built-in is registered by then: importing any module of
+    ``pivot_envs.verifiers`` runs the package's ``__init__``, which imports :mod:`.catalog`."""
     return build_verifier(spec)
 
 

@@ -1,4 +1,8 @@
-"""The default verifier of each built-in domain, as a plain config dict.
+"""Each domain's default verifier, and the verifier configs the built-in domains' recipes are made of.
+
+A domain owns its default verifier (:attr:`pivot_envs.domains.Domain.default_verifier`: a fixed spec, or a
+recipe ``recipe(judge=None) -> spec``); :func:`default_verifier_spec` asks the domain. The built-in
+recipes are defined with their domains in :mod:`pivot_envs.builtin_domains`:
 
 =========  ==============================================================
 domain     default
@@ -14,7 +18,8 @@ search     ``by_tool``: ``search`` calls -> fuzzy ``query``
            (token_set_ratio); ``open`` -> exact ``tool_call`` (the doc id);
            other calls -> ``tool_call``; answer text -> fuzzy
            token_set_ratio (+ judge)
-other      ``tool_call``
+other      the domain's own ``default_verifier``; an unknown name:
+           ``tool_call``
 =========  ==============================================================
 
 ``final_turn`` scores the decision to stop (:mod:`pivot_envs.verifiers.final_turn`): where the
@@ -31,8 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pivot_envs.verifiers import catalog  # noqa: F401  (registers every built-in)
-from pivot_envs.verifiers.base import verifier_names
+from pivot_envs.domains import find_domain
 
 TEXT_FUZZY: dict[str, Any] = {"name": "fuzzy", "target": "content"}
 """Fuzzy check of the final answer text (the fuzzy verifier's default scorer and threshold)."""
@@ -57,7 +61,8 @@ TOOL_USE_CASELESS: dict[str, list[str]] = {
 """Arguments the bundled customer-service tools look up case-insensitively (emails, names)."""
 
 
-def _judge_spec(judge: dict[str, Any]) -> dict[str, Any]:
+def judge_spec(judge: dict[str, Any]) -> dict[str, Any]:
+    """A judge verifier config from ``judge`` (its ``name`` may be left out)."""
     if not isinstance(judge, dict):
         raise TypeError(f"judge must be a judge verifier config dict, got {type(judge).__name__}")
     return {"name": "judge", **judge} if "name" not in judge else dict(judge)
@@ -68,56 +73,36 @@ ANSWER_FUZZY: dict[str, Any] = {"name": "fuzzy", "target": "content", "scorer": 
 """Fuzzy check of a short final answer: the answer's words may come with or without framing ("Answer: X")."""
 
 
-def _text_spec(judge: dict[str, Any] | None, fuzzy: dict[str, Any] = TEXT_FUZZY) -> dict[str, Any]:
+def text_spec(judge: dict[str, Any] | None, fuzzy: dict[str, Any] = TEXT_FUZZY) -> dict[str, Any]:
+    """Answer text checked by ``fuzzy``; with a judge, fuzzy accepts early and the judge decides the rest."""
     if judge is None:
         return dict(fuzzy)
     return {"name": "cascade", "stages": [
         {"role": "accept", "verifier": dict(fuzzy)},
-        {"role": "decide", "verifier": _judge_spec(judge)},
+        {"role": "decide", "verifier": judge_spec(judge)},
     ]}
 
 
-def _answer_spec(judge: dict[str, Any] | None, otherwise: dict[str, Any] | None = None) -> dict[str, Any]:
+def answer_spec(judge: dict[str, Any] | None, otherwise: dict[str, Any] | None = None) -> dict[str, Any]:
     """How a domain decides a turn where the expert stopped and answered: the answer's facts
     (:class:`pivot_envs.verifiers.final_turn.FactsVerifier`), the judge deciding what they do not accept."""
     facts: dict[str, Any] = {"name": "facts", "otherwise": otherwise}
     if judge is None:
         return facts
     return {"name": "cascade", "stages": [{"role": "accept", "verifier": facts},
-                                          {"role": "decide", "verifier": _judge_spec(judge)}]}
+                                          {"role": "decide", "verifier": judge_spec(judge)}]}
 
 
-def default_verifier_spec(domain: str, *, judge: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The default verifier config for ``domain`` (see the module table).
+def default_verifier_spec(domain: str, *, judge: dict[str, Any] | None = None) -> Any:
+    """The default verifier config of the registered domain ``domain`` (see the module table).
 
-    ``judge`` is a judge verifier config (``{"name": "judge", ...}``; the name
-    may be left out); where given it is added as the last resort of the domain's
-    recipe. An unknown domain gets ``tool_call``.
+    The domain decides (:meth:`pivot_envs.domains.Domain.verifier_spec`). ``judge`` is a judge
+    verifier config (``{"name": "judge", ...}``; the name may be left out); a domain whose default is
+    a recipe adds it as the recipe's last resort, a fixed spec is used as it is. A verifier name comes
+    back as ``{"name": NAME}``. An unknown domain gets ``tool_call``.
     """
-    if domain == "tool_use":
-        calls = {"name": "tool_call", "argument_normalizers": dict(TOOL_USE_CASELESS)}
-        return {"name": "final_turn", "calls": calls, "answer": _answer_spec(judge, dict(TEXT_FUZZY))}
-    if domain == "terminal":
-        stages: list[dict[str, Any]] = [
-            {"role": "gate", "verifier": {"name": "schema"}},
-            {"role": "accept", "verifier": dict(SHELL_EXACT)},
-        ]
-        if "exec" in verifier_names():
-            exec_spec = {"name": "exec", "command_from_content": "fenced"}  # a text reply is no command
-            stages.append({"role": "accept" if judge is not None else "decide", "verifier": exec_spec})
-        if judge is not None:
-            stages.append({"role": "decide", "verifier": _judge_spec(judge)})
-        return {"name": "final_turn", "calls": {"name": "cascade", "stages": stages}, "answer": _answer_spec(judge)}
-    if domain == "swe":
-        return {"name": "tool_name", "aliases": "swe"}
-    if domain == "search":
-        return {
-            "name": "by_tool",
-            "routes": {
-                "search": {"name": "fuzzy", "target": "argument:query", "scorer": "token_set_ratio", "threshold": 85},
-                "open": {"name": "tool_call"},
-            },
-            "text": _text_spec(judge, ANSWER_FUZZY),
-            "default": {"name": "tool_call"},
-        }
-    return {"name": "tool_call"}
+    found = find_domain(domain)
+    if found is None:
+        return {"name": "tool_call"}
+    spec = found.verifier_spec(judge=judge)
+    return {"name": spec} if isinstance(spec, str) else spec

@@ -13,8 +13,8 @@ made a call                               text    0: stopped where the expert ma
 made a call                               a call  ``calls`` decides (the domain's verifier)
 ========================================  ======  =====================================
 
-``facts`` is the episode success rule's fact recall (:func:`pivot_envs.success.answer_facts`
-and :func:`pivot_envs.success.facts_given`, one implementation for both): a *fact* is a value
+``facts`` is the episode success rule's fact recall (:func:`pivot_envs.facts.answer_facts`
+and :func:`pivot_envs.facts.facts_given`, one implementation for both): a *fact* is a value
 (date, time, number, ID, name) that the expert's answer repeats from an earlier tool result and
 that the task did not give. The action passes when its text carries them (``min_recall``). An
 expert answer that states no fact ("Done, the file is renamed.") is decided by ``otherwise``
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from pivot_envs.actions import parse_action
-from pivot_envs.success import answer_facts, facts_given
+from pivot_envs.facts import answer_facts, facts_given
 from pivot_envs.types import Action, Pivot, VerifyResult, content_text
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.normalize import PivotCache

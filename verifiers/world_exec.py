@@ -35,9 +35,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from pivot_envs.domains import get_domain
 from pivot_envs.types import Action, Pivot, VerifyResult, stable_hash
 from pivot_envs.verifiers.base import Verifier, register_verifier
+from pivot_envs.verifiers.compose import build_child
 from pivot_envs.verifiers.exec import LRUCache
+from pivot_envs.worlds import WorldError, WorldTask, build_world
 
 Outcome = tuple[str, tuple[str, ...]]
 """What a sequence of calls did: (digest after, normalised outputs in call order)."""
@@ -65,11 +68,7 @@ class WorldExecVerifier(Verifier):
     name = "world_exec"
 
     def __post_init__(self) -> None:
-        from pivot_envs.verifiers.compose import build_child
-
         if self.world is not None:
-            from pivot_envs.worlds import build_world
-
             build_world(self.world).close()  # a bad spec fails when the verifier is built, not per row
         self._text = build_child(self.text_verifier)
         self._experts = LRUCache(self.cache_size)
@@ -83,8 +82,6 @@ class WorldExecVerifier(Verifier):
         self.__init__(**state)  # type: ignore[misc]
 
     def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
-        from pivot_envs.worlds import WorldError
-
         expert_calls, cand_calls = _calls(pivot.expert), _calls(action.message)
         if not expert_calls and not cand_calls:
             return self._text.safe_verify(action, pivot)
@@ -107,12 +104,8 @@ class WorldExecVerifier(Verifier):
     # ------------------------------------------------------------------ internals
 
     def _world_for(self, pivot: Pivot) -> Any:
-        from pivot_envs.worlds import build_world
-
         spec = self.world
         if spec is None:
-            from pivot_envs.domains import get_domain
-
             spec = get_domain(pivot.domain).world if pivot.domain else None
             if spec is None:
                 raise ValueError(f"domain {pivot.domain!r} has no world: give one (world=..., CLI --world SPEC)")
@@ -122,8 +115,6 @@ class WorldExecVerifier(Verifier):
         return self._worlds[key]
 
     def _run(self, pivot: Pivot, calls: list[tuple[str, str]]) -> Outcome:
-        from pivot_envs.worlds import WorldTask
-
         world = self._world_for(pivot)
         world.at_pivot(WorldTask.from_pivot(pivot), pivot.context)
         outputs = tuple(normalize_output(world.call(name, args).content) for name, args in calls)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from pivot_envs.types import Fixture, Message, Pivot, Trajectory
 
@@ -85,12 +85,25 @@ class WorldTask:
                    tools=list(pivot.tools))
 
 
+WorldKeysOf = Callable[[str], Sequence[str]]
+"""``domain name -> its world_keys`` (raises for an unknown domain)."""
+
+_WORLD_KEYS_OF: list[WorldKeysOf] = []
+
+
+def use_world_keys_of(lookup: WorldKeysOf) -> None:
+    """Set how :meth:`WorldTask.from_trajectory` finds a domain's ``world_keys``. :mod:`pivot_envs.domains`
+    sets it when it is imported (always, by ``import pivot_envs``): worlds sit below domains and never
+    import them."""
+    _WORLD_KEYS_OF[:] = [lookup]
+
+
 def _world_keys(domain: str) -> Sequence[str]:
     if not domain:
         return ()
-    from pivot_envs.domains import get_domain
-
-    return get_domain(domain).world_keys
+    if not _WORLD_KEYS_OF:
+        raise ValueError(f"no domain registry to look up domain {domain!r}'s world_keys; pass keys=")
+    return _WORLD_KEYS_OF[0](domain)
 
 
 class World(ABC):

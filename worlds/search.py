@@ -21,6 +21,9 @@ import hashlib
 import json
 from typing import Any
 
+from pivot_envs.envs_data.generators.search import TOOLS, run_tool
+from pivot_envs.envs_data.generators.search_corpus import build_corpus, load_bundled_corpus
+from pivot_envs.envs_data.generators.search_index import SearchIndex
 from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, parse_arguments
 
 
@@ -32,8 +35,6 @@ class SearchWorld(World):
         self._current: tuple[Any, str] | None = None
 
     def tools(self) -> list[dict[str, Any]]:
-        from pivot_envs.envs_data.generators.search import TOOLS
-
         return copy.deepcopy(TOOLS)
 
     def start(self, task: WorldTask) -> None:
@@ -49,8 +50,6 @@ class SearchWorld(World):
     def call(self, name: str, arguments: str | dict[str, Any]) -> ToolResult:
         if self._current is None:
             raise WorldError("search world: call() before start()")
-        from pivot_envs.envs_data.generators.search import run_tool
-
         try:
             args = parse_arguments(arguments)
         except ValueError as exc:
@@ -69,9 +68,6 @@ class SearchWorld(World):
 
 def _build(seed: int) -> tuple[Any, str]:
     """The index of the corpus of ``seed`` and the corpus's digest."""
-    from pivot_envs.envs_data.generators.search_corpus import build_corpus, load_bundled_corpus
-    from pivot_envs.envs_data.generators.search_index import SearchIndex
-
     docs = load_bundled_corpus() if seed == 0 else build_corpus(seed)
     rows = [{"doc_id": d["doc_id"], "title": d["title"], "text": d["text"]} for d in docs]
     text = json.dumps(rows, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

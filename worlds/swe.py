@@ -50,8 +50,10 @@ from typing import Any, Sequence
 
 from pivot_envs.envs_data.generators import swe as gen
 from pivot_envs.types import Fixture
+from pivot_envs.verifiers.sandbox.session import files_state
 from pivot_envs.worlds.base import ToolResult, WorldError, WorldTask, parse_arguments
 from pivot_envs.worlds.sandboxed import SandboxedWorld
+from pivot_envs.worlds.terminal import command_problem
 
 EMPTY_OUTPUT = "Your command ran successfully and did not produce any output."
 SHELL_SYNTAX = set("|&;<>()$`*?[]{}~!\\\n")
@@ -257,8 +259,6 @@ class SWEWorld(SandboxedWorld):
         return gen.RunResult(code, self._normalise(raw))
 
     def _shell(self, command: str) -> str:
-        from pivot_envs.worlds.terminal import command_problem
-
         problem = command_problem(command)
         if problem:
             raise gen.ToolError(problem)
@@ -307,8 +307,6 @@ class SWEWorld(SandboxedWorld):
 
     def _state(self) -> dict[str, Any]:
         """The repository as sandbox entries (files with contents, their folders, other entries)."""
-        from pivot_envs.verifiers.sandbox.session import files_state
-
         repo = self._require()
         state = files_state({p: _encode(t) for p, t in repo.files.items()},
                             {p: m for p, m in self._modes.items() if p in repo.files})

@@ -49,6 +49,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from pivot_envs.envs_data.generators.terminal import BASH_TOOL, CommandRun, tool_content
 from pivot_envs.types import Fixture
 from pivot_envs.worlds.base import ToolResult, WorldError, WorldTask, parse_arguments
 from pivot_envs.worlds.sandboxed import SandboxedWorld
@@ -81,8 +82,6 @@ class TerminalWorld(SandboxedWorld):
     def tools(self) -> list[dict[str, Any]]:
         if self._tools:
             return [dict(t) for t in self._tools]
-        from pivot_envs.envs_data.generators.terminal import BASH_TOOL
-
         return [dict(BASH_TOOL)]
 
     def start(self, task: WorldTask) -> None:
@@ -120,8 +119,6 @@ class TerminalWorld(SandboxedWorld):
 
     def run(self, command: str, session: Any = None) -> ToolResult:
         """Run one shell command on the current tree (the ``bash`` tool)."""
-        from pivot_envs.envs_data.generators.terminal import CommandRun, tool_content
-
         session = session or self._require()
         result = session.run(_script(command), self.timeout_s)
         if result.error:

@@ -15,6 +15,7 @@ import hashlib
 import json
 from typing import Any
 
+from pivot_envs.envs_data.generators import tool_use_world
 from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask
 
 
@@ -22,8 +23,6 @@ class ToolUseWorld(World):
     name = "tool_use"
 
     def __init__(self) -> None:
-        from pivot_envs.envs_data.generators import tool_use_world
-
         self._impl = tool_use_world
         self._bases: dict[int, dict[str, Any]] = {}  # world_seed -> pristine database (built once)
         self._db: dict[str, Any] | None = None

@@ -7,8 +7,11 @@ Each sub-command lives in its own module of this package and exposes
 from __future__ import annotations
 
 import importlib
+import sys
 
 import typer
+
+from pivot_envs.cli.common import err_console
 
 COMMAND_MODULES = [
     "list_cmd",
@@ -40,10 +43,6 @@ for _module in COMMAND_MODULES:
 def main() -> None:
     """Console-script entry point. A usage mistake (a bad flag value, an unknown command) is one line
     naming the flag and where to get help, exit code 2, like every other user error."""
-    import sys
-
-    from pivot_envs.cli.common import err_console
-
     # click's exception classes, wherever this typer version keeps them (click, or its vendored copy)
     errors = sys.modules[typer.BadParameter.__module__]
     command = typer.main.get_command(app)

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
+import gzip
+import inspect
+import json
+import re
+import shlex
+from pathlib import Path
 from typing import Iterator, NoReturn
 
 import typer
@@ -19,6 +26,10 @@ from rich.progress import (
 )
 from rich.markup import escape
 from rich.text import Text
+
+from pivot_envs.config import ConfigError, read_config_file
+from pivot_envs.worlds import build_world, world_factory, world_names
+from pivot_envs.worlds.tau2 import preset_for_command
 
 console = Console()
 err_console = Console(stderr=True)
@@ -68,8 +79,6 @@ _OS_HINTS: dict[type, str] = {
 
 def os_error_message(exc: OSError) -> str | None:
     """A one-line message naming the path of a file-system error, or None for an OSError that names no path."""
-    import gzip
-
     if isinstance(exc, gzip.BadGzipFile):
         return f"a .gz input is not valid gzip ({exc}): rename it without .gz or compress it with gzip"
     if exc.filename is None:
@@ -118,11 +127,6 @@ def world_option(text: str | None, flag: str = "--world") -> object:
     ``.yaml``/``.yml``/``.toml``/``.json`` file holding such a mapping. Errors name the flag, the file
     (and line of the key, where it is known) and the fix; ``None`` stays ``None``.
     """
-    import json
-    from pathlib import Path
-
-    from pivot_envs.config import ConfigError, read_config_file
-
     if text is None:
         return None
     value = text.strip()
@@ -147,19 +151,13 @@ def world_option(text: str | None, flag: str = "--world") -> object:
     else:
         spec = value
     if isinstance(spec, dict) and not isinstance(spec.get("name"), str):
-        from pivot_envs.worlds import world_names
-
         fail(f"{where}: a world config is a mapping with a 'name' (one of {', '.join(world_names())}) and the "
              "world's parameters, e.g. {\"name\": \"mcp\", \"command\": [\"my-server\"], \"isolation\": \"process\"}")
     if not isinstance(spec, (dict, str)):
         fail(f"{where}: a world config must be a JSON object with a 'name', got {type(spec).__name__}")
-    from pivot_envs.worlds import build_world
-
     try:
         build_world(spec).close()
     except (ValueError, TypeError, ImportError) as exc:
-        import re
-
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         named = re.search(r"unexpected keyword argument '(\w+)'", message)
         if named and isinstance(spec, dict):
@@ -175,11 +173,6 @@ def world_option(text: str | None, flag: str = "--world") -> object:
 
 def _parameters_hint(name: str, key: str) -> str:
     """`` (did you mean 'X'?; its parameters: ...)`` for a world's factory, or ``""`` when they cannot be read."""
-    import difflib
-    import inspect
-
-    from pivot_envs.worlds import world_factory
-
     try:
         factory = world_factory(name)
         params = [p for p in inspect.signature(factory).parameters if p not in ("self", "params")]
@@ -192,10 +185,6 @@ def _parameters_hint(name: str, key: str) -> str:
 
 def _note_preset(spec: str) -> None:
     """A note on stderr when a bare ``mcp:`` command is a server a preset knows better."""
-    import shlex
-
-    from pivot_envs.worlds.tau2 import preset_for_command
-
     try:
         preset = preset_for_command(shlex.split(spec[len("mcp:"):]))
     except ValueError:

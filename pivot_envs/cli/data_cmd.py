@@ -10,6 +10,9 @@ import typer
 from rich.table import Table
 
 from pivot_envs.cli.common import console, err_console, user_errors
+from pivot_envs.envs_data import generator
+from pivot_envs.envs_data.build import build_all
+from pivot_envs.jsonl import write_jsonl
 
 data_app = typer.Typer(help="Generate domain data.", no_args_is_help=True)
 
@@ -22,9 +25,6 @@ def generate_command(
     output: Path = typer.Option(..., "-o", "--output", help="Trajectory JSONL to write (.gz compresses)."),
 ) -> None:
     """Generate N expert trajectories of a built-in domain (OpenAI chat JSONL)."""
-    from pivot_envs.envs_data import generator
-    from pivot_envs.jsonl import write_jsonl
-
     with user_errors():
         gen = generator(domain)
     start = time.perf_counter()
@@ -43,8 +43,6 @@ def build_command(
     domain: Optional[List[str]] = typer.Option(None, "--domain", "-d", help="Only these domains (repeatable)."),
 ) -> None:
     """Regenerate the bundled data set inside the package (envs_data/)."""
-    from pivot_envs.envs_data.build import build_all
-
     with user_errors():
         manifest = build_all(n=n, seed=seed, domains=domain or None, progress=lambda d: err_console.print(f"building {d} ..."))
     table = Table(title="bundled data")

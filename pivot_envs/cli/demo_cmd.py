@@ -9,6 +9,8 @@ import typer
 from rich.table import Table
 
 from pivot_envs.cli.common import console, err_console, user_errors
+from pivot_envs.experiments.demo import build_shipped_base, full_config, quick_config, run_pipeline, smoke_config
+from pivot_envs.experiments.report import table_rows
 
 
 def demo_command(
@@ -24,14 +26,11 @@ def demo_command(
     workers: Optional[int] = typer.Option(None, "--workers", help="Runs trained/evaluated at once (default 2)."),
     smoke: bool = typer.Option(False, "--smoke", hidden=True, help="A seconds-long run of every stage (tests)."),
     build_base: Optional[Path] = typer.Option(None, "--build-base", help="Only train the quick demo's base model "
-                                              "(deterministic, about 15-25 min on 2 cores) into this folder: how the "
+                                              "(deterministic, about 50 min on 2 idle cores) into this folder: how the "
                                               "shipped one was made."),
 ) -> None:
     """Train and compare a tiny model on bundled data: base model -> profile -> filter -> PivotRL (and, with
     --full, SFT and the ablations); prints a table and writes report.md, report.json and plots to --out."""
-    from pivot_envs.experiments.demo import build_shipped_base, full_config, quick_config, run_pipeline, smoke_config
-    from pivot_envs.experiments.report import table_rows
-
     with user_errors():
         if build_base is not None:
             built = build_shipped_base(build_base, quick_config(seed, domain),

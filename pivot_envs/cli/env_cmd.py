@@ -10,6 +10,9 @@ import typer
 from rich.markup import escape
 
 from pivot_envs.cli.common import console, err_console, fail, user_errors
+from pivot_envs.jsonl import BadRowError, ReadReport
+from pivot_envs.render import render_pivot
+from pivot_envs.sources import resolve_pivots
 
 env_app = typer.Typer(help="Inspect pivot envs.", no_args_is_help=True)
 
@@ -26,10 +29,6 @@ def show_command(
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip malformed rows of --pivots (counted) instead of stopping."),
 ) -> None:
     """Render one pivot: context, tools, fixture and the expert action."""
-    from pivot_envs.sources import resolve_pivots
-    from pivot_envs.jsonl import BadRowError, ReadReport
-    from pivot_envs.render import render_pivot
-
     if last is not None and last < 0:
         fail(f"--last {last}: must be 0 (all context messages) or more")
     report = ReadReport()

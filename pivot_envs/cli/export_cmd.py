@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from pivot_envs.cli.common import console, fail, user_errors
+from pivot_envs.integrations.verl import export_parquet
 
 TARGETS = ("verl",)
 
@@ -28,7 +29,6 @@ def export_command(
         import pyarrow  # noqa: F401
     except ImportError:
         fail('--to verl needs pyarrow: pip install "pivot-envs[verl]"')
-    from pivot_envs.integrations.verl import export_parquet
 
     with user_errors():
         n = export_parquet(input, output, split=split, verifier=verifier)

@@ -11,6 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from pivot_envs.cli.common import console, err_console, fail, user_errors
+from pivot_envs.formats import PIVOT_OUTPUT_FORMATS, read_trajectories, write_pivots
+from pivot_envs.jsonl import BadRowError, ReadReport
+from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
 
 
 def extract_command(
@@ -38,10 +41,6 @@ def extract_command(
     tool_calls -> tool calls, observation results -> tool messages, a result without source_call_id -> a user
     message), agent.tool_definitions the tools and extra.reward the reward.
     """
-    from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
-    from pivot_envs.formats import read_trajectories, write_pivots
-    from pivot_envs.jsonl import BadRowError, ReadReport
-
     if not input.exists():
         fail(f"{input}: no such file or folder")
     check_options(output, max_turns, min_reward, agent_ref, output_format)
@@ -82,8 +81,6 @@ def check_options(output: Path, max_turns: Optional[int], min_reward: Optional[f
         fail("--min-reward nan: give a number (trajectories with a lower reward are dropped)")
     if agent_ref and output_format != "nemo_gym":
         fail(f"--agent-ref applies to --output-format nemo_gym only (the output format is {output_format!r})")
-    from pivot_envs.formats import PIVOT_OUTPUT_FORMATS
-
     if output_format not in PIVOT_OUTPUT_FORMATS:
         fail(f"--output-format {output_format}: unknown; use {', '.join(PIVOT_OUTPUT_FORMATS)}")
     if output_format == "atif" and output.name.lower().endswith((".json", ".json.gz")):

@@ -14,12 +14,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from pivot_envs.cli.common import console
+from pivot_envs.domains import all_domains, plugin_errors
+from pivot_envs.envs_data import DATA_DIR
+from pivot_envs.verifiers import verifier_class, verifier_names
+from pivot_envs.worlds import describe_world, describe_world_spec, world_names, world_origin, world_plugin_errors
 
 
 def list_command() -> None:
     """List the registered domains (with their gymnasium env ids), worlds and verifiers."""
-    from pivot_envs.domains import all_domains
-
     domains = all_domains()
     console.print(_domains_table(domains))
     for d in domains:  # printed as lines, not cells: env ids are never cut by a narrow terminal
@@ -34,9 +36,6 @@ def list_command() -> None:
 
 
 def _domains_table(domains: list[Any]) -> Table:
-    from pivot_envs.envs_data import DATA_DIR
-    from pivot_envs.worlds import describe_world_spec
-
     manifest_path = DATA_DIR / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     table = Table(title="domains")
@@ -49,8 +48,6 @@ def _domains_table(domains: list[Any]) -> Table:
 
 
 def _worlds_table() -> Table:
-    from pivot_envs.worlds import describe_world, world_names, world_origin
-
     table = Table(title="worlds")
     table.caption = "a world spec: one of these names, mcp:COMMAND [ARGS], or a config dict {name: ..., params}"
     for col in ("world", "from", "what it is"):
@@ -61,8 +58,6 @@ def _worlds_table() -> Table:
 
 
 def _verifiers_table() -> Table:
-    from pivot_envs.verifiers import verifier_class, verifier_names
-
     table = Table(title="verifiers")
     table.add_column("name")
     table.add_column("what it checks")
@@ -73,9 +68,6 @@ def _verifiers_table() -> Table:
 
 
 def _print_plugin_errors() -> None:
-    from pivot_envs.domains import plugin_errors
-    from pivot_envs.worlds import world_plugin_errors
-
     for message in plugin_errors() + world_plugin_errors():
         console.print(f"[yellow]plugin not loaded:[/] {escape(message)}", highlight=False, soft_wrap=True)
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import typer
 
 from pivot_envs.cli.common import console, err_console, fail, user_errors
+from pivot_envs.models.gguf_import import check_gguf_file, check_output_folder, gguf_missing, import_gguf
+from pivot_envs.models.reference import build_reference_model, read_report
 
 model_app = typer.Typer(help="Build small local models.", no_args_is_help=True)
 
@@ -30,7 +32,6 @@ def tiny_command(
         import transformers  # noqa: F401
     except ImportError as exc:
         fail(f"building a model needs the train extra: pip install 'pivot-envs[train]' ({exc})")
-    from pivot_envs.models.reference import build_reference_model, read_report
 
     if output.exists() and any(output.iterdir()):
         fail(f"{output} exists and is not empty; choose a new folder or remove it")
@@ -56,8 +57,6 @@ def import_command(
     The folder loads with `--agent hf:DIR`, `pivot-envs eval` and `transformers serve`. Needs the gguf package
     (the gguf extra of pivot-envs).
     """
-    from pivot_envs.models.gguf_import import check_gguf_file, check_output_folder, gguf_missing, import_gguf
-
     with user_errors():  # the user's mistakes first, before any heavy import
         check_gguf_file(source)
         check_output_folder(output)

@@ -36,10 +36,18 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+import gymnasium
 import typer
 from rich.table import Table
 
+from pivot_envs.agents import build_agent
 from pivot_envs.cli.common import WORLD_HELP, console, err_console, fail, progress, user_errors, world_option
+from pivot_envs.domains import EPISODE_ENTRY_POINT, GENERIC_EPISODE_ENV_ID, domain_names
+from pivot_envs.episode_env import (EpisodeEnv, bundled_domain, episode_starts, resolve_tasks, run_episodes,
+                                    summarize_rows)
+from pivot_envs.formats.tau2_tasks import DOMAINS
+from pivot_envs.jsonl import iter_json_lines
+from pivot_envs.users import parse_user_spec
 
 
 def play_command(
@@ -57,11 +65,6 @@ def play_command(
     seed: int = typer.Option(0, "--seed", help="Agent sampling seed."),
 ) -> None:
     """Play whole tasks in their world with an agent: task success, turns and tool calls per episode."""
-    import gymnasium
-
-    import pivot_envs  # noqa: F401  (registers the env ids)
-    from pivot_envs.domains import EPISODE_ENTRY_POINT, GENERIC_EPISODE_ENV_ID
-
     for flag, value in (("--max-turns", max_turns), ("--workers", workers), ("--batch-size", batch_size), ("--limit", limit)):
         if value is not None and value < 1:
             fail(f"{flag} must be >= 1, got {value}")
@@ -81,17 +84,11 @@ def play_command(
     if output.is_dir():
         fail(f"-o {output}: is a folder, not a file: give a .jsonl path")
 
-    from pivot_envs.agents import build_agent
-    from pivot_envs.episode_env import EpisodeEnv, bundled_domain, episode_starts, resolve_tasks, run_episodes
-    from pivot_envs.users import parse_user_spec
-
     try:
         parse_user_spec(user)
     except ValueError as exc:
         fail(f"--user: {exc}")
     if domain is None:
-        from pivot_envs.domains import domain_names
-
         domain = bundled_domain(tasks) or (world_spec if isinstance(world_spec, str) and world_spec in domain_names() else None)
     tasks_source = tasks if tasks is not None else f"bundled:{domain}:test"
     named = bundled_domain(tasks_source)
@@ -148,8 +145,6 @@ def _preset_tasks(world_spec: Any) -> Optional[str]:
     """``tau2:DOMAIN`` for a tau2 preset world (its tasks are the default), else ``None``."""
     name = world_spec.get("name") if isinstance(world_spec, dict) else world_spec
     if isinstance(name, str) and name.startswith("tau2-"):
-        from pivot_envs.formats.tau2_tasks import DOMAINS
-
         domain = name[len("tau2-"):]
         if domain in DOMAINS:
             return f"tau2:{domain}"
@@ -163,8 +158,6 @@ def _read_done(output: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     bad = 0
     with user_errors():
-        from pivot_envs.jsonl import iter_json_lines
-
         for _, obj in iter_json_lines(output):
             if isinstance(obj, dict) and "id" in obj:
                 rows.append(obj)
@@ -179,8 +172,6 @@ def _read_done(output: Path) -> list[dict[str, Any]]:
 
 
 def _print_summary(rows: list[dict[str, Any]], env_id: str, output: Path) -> None:
-    from pivot_envs.episode_env import summarize_rows
-
     fmt = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
     summary = summarize_rows(rows)
     columns = list(summary["domains"].items())

@@ -25,6 +25,13 @@ from rich.table import Table
 from rich.text import Text
 
 from pivot_envs.cli.common import RateColumn, console, err_console, fail, progress, user_errors
+from pivot_envs.cli.verify_cmd import _spec
+from pivot_envs.formats import write_pivots
+from pivot_envs.pipeline.filter import MODES, FilterConfig, filter_pivots
+from pivot_envs.pipeline.profile import profile_pivots
+from pivot_envs.pipeline.profile_ray import profile_pivots_ray
+from pivot_envs.pipeline.report import plot_profile, profile_report
+from pivot_envs.sources import resolve_pivots
 
 
 class PivotRateColumn(RateColumn):
@@ -52,8 +59,6 @@ def profile_command(
     max_mean: Optional[float] = typer.Option(None, "--max-mean", help="lambda_diff for the report's filter survivors (var > 0 and mean < L)."),
 ) -> None:
     """Profile pivot candidates: K samples each from a reference agent, verifier rewards -> mean, variance."""
-    from pivot_envs.pipeline.report import profile_report
-
     if report is not None:
         if pivots or agent or output:
             fail("--report summarises an existing profiled file: drop --pivots/--agent/--output")
@@ -64,8 +69,6 @@ def profile_command(
         return
     if pivots is None or agent is None or output is None:
         fail("give --pivots IN, --agent SPEC and -o OUT (or --report FILE to summarise a profiled file)")
-    from pivot_envs.cli.verify_cmd import _spec
-
     spec = _spec(verifier, config)
     candidates = _read_pivots(pivots)
     if not candidates:
@@ -96,28 +99,20 @@ def _profile(candidates, agent, spec, k, seed, batch_pivots, checkpoint, ray, ra
 
         with user_errors():
             if ray is not None:
-                from pivot_envs.pipeline.profile_ray import profile_pivots_ray
-
                 return profile_pivots_ray(candidates, agent, spec, k, seed=seed, batch_pivots=batch_pivots,
                                           checkpoint=checkpoint, progress=on_progress, address=ray,
                                           workers=ray_workers)
-            from pivot_envs.pipeline.profile import profile_pivots
-
             return profile_pivots(candidates, agent, spec, k, seed=seed, batch_pivots=batch_pivots,
                                   checkpoint=checkpoint, progress=on_progress)
 
 
 def _read_pivots(source: str):
     """Pivots of a file, or of ``bundled:DOMAIN[:SPLIT]`` (:func:`pivot_envs.sources.resolve_pivots`)."""
-    from pivot_envs.sources import resolve_pivots
-
     with user_errors():
         return resolve_pivots(source)
 
 
 def _write_atomic(pivots, output: Path) -> None:
-    from pivot_envs.formats import write_pivots
-
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.partial{output.suffix}")  # keeps .gz
     write_pivots(pivots, tmp)
@@ -140,8 +135,6 @@ def _print_report(rep, source: str, png: Optional[Path]) -> None:
         hist.add_row(label.replace("[", "\\["), str(count), "#" * round(30 * count / top))
     console.print(hist)
     if png is not None:
-        from pivot_envs.pipeline.report import plot_profile
-
         with user_errors():
             plot_profile(rep, png, title=Path(source).name)
         console.print(f"wrote {png}")
@@ -157,8 +150,6 @@ def filter_command(
     n: Optional[int] = typer.Option(None, "--n", min=0, help="random: how many to draw (default: as many as adv keeps)."),
 ) -> None:
     """Keep the informative pivots of a profiled file (var > min-var and mean < max-mean), or an ablation."""
-    from pivot_envs.pipeline.filter import MODES, FilterConfig, filter_pivots
-
     if mode not in MODES:
         fail(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
     if max_mean is None and (mode == "adv" or (mode == "random" and n is None)):

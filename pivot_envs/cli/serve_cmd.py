@@ -16,6 +16,8 @@ from typing import List, Optional
 import typer
 
 from pivot_envs.cli.common import WORLD_HELP, err_console, fail
+from pivot_envs.cli.verify_cmd import _spec, _world_exec_spec
+from pivot_envs.domains import domain_names
 
 
 def serve_command(
@@ -32,12 +34,10 @@ def serve_command(
 ) -> None:
     """Serve the envs and verifiers over HTTP (NeMo Gym resources server, gymnasium over HTTP, OpenEnv)."""
     try:
-        import uvicorn  # noqa: F401
+        import uvicorn
         import fastapi  # noqa: F401
     except ImportError:
         fail("pivot-envs serve needs FastAPI and uvicorn: pip install 'pivot-envs[serve]'")
-    from pivot_envs.cli.verify_cmd import _spec, _world_exec_spec
-    from pivot_envs.domains import domain_names
 
     if world is not None:
         if verifier != "world_exec" or config is not None:
@@ -50,11 +50,9 @@ def serve_command(
         if d not in known:
             fail(f"--domain {d}: unknown domain; known: {', '.join(known)}")
     settings = {"domains": list(domain) if domain else None, "verifier": spec, "session_ttl_s": session_ttl}
-    import uvicorn
+    from pivot_envs.serve.app import CONFIG_ENV, create_app  # the serve extra: imports FastAPI at its top
 
     if workers > 1:
-        from pivot_envs.serve.app import CONFIG_ENV
-
         err_console.print(f"note: {workers} worker processes scale /verify; gym sessions, rollout jobs and the "
                           "backend pool live in the process that made them (a request reaching another worker gets "
                           "a 421 saying so): serve those faces with --workers 1", highlight=False)
@@ -63,8 +61,6 @@ def serve_command(
         uvicorn.run("pivot_envs.serve.app:app_from_env", factory=True, host=host, port=port, workers=workers,
                     log_level=log_level)
     else:
-        from pivot_envs.serve.app import create_app
-
         uvicorn.run(create_app(**settings), host=host, port=port, log_level=log_level)
 
 

@@ -10,8 +10,8 @@ Examples::
 
 A config file (YAML, TOML or JSON) names the trainer with ``algorithm: pivotrl | e2e | sft``
 (``e2e``: GRPO over whole episodes, ``rollout: arpo`` for ARPO branching);
-every other key is a field of that trainer's config dataclass (``PivotRLConfig`` or
-``SFTConfig``), nested sections for nested fields. ``--set KEY=VALUE`` overrides any
+every other key is a field of that trainer's config dataclass (``PivotRLConfig``,
+``EpisodeRLConfig`` or ``SFTConfig``), nested sections for nested fields. ``--set KEY=VALUE`` overrides any
 of them (dotted keys for nested ones; values parsed as YAML scalars). Unknown keys
 and values of the wrong type are errors naming the key and where it was set.
 """
@@ -19,6 +19,7 @@ and values of the wrong type are errors naming the key and where it was set.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import json
 import math
@@ -30,6 +31,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pivot_envs.cli.common import console, err_console, fail, progress, user_errors
+from pivot_envs.config import ConfigError, apply_overrides, build_config, read_config_file
+from pivot_envs.sources import resolve_pivots
+from pivot_envs.trainers.eval_report import EvalReport
+from pivot_envs.trainers.metrics import StepReport
+from pivot_envs.users import parse_user_spec
 
 ALGORITHMS: dict[str, tuple[str, str, str]] = {
     "pivotrl": ("pivot_envs.trainers.pivotrl", "PivotRLConfig", "train_pivotrl"),
@@ -37,9 +43,6 @@ ALGORITHMS: dict[str, tuple[str, str, str]] = {
     "sft": ("pivot_envs.trainers.sft", "SFTConfig", "train_sft"),
 }
 """``algorithm`` -> (module, config class, train function)."""
-
-REWARD_KEYS = ("reward_mean", "reward", "mean_reward")
-KL_KEYS = ("kl", "kl_mean")
 
 
 # --------------------------------------------------------------------------- train
@@ -50,8 +53,6 @@ def resolve_train_config(config_path: Path, overrides: list[str]) -> tuple[str, 
 
     Raises :class:`~pivot_envs.config.ConfigError` (a ``ValueError``) naming the key on any problem.
     """
-    from pivot_envs.config import ConfigError, apply_overrides, build_config, read_config_file
-
     source = apply_overrides(read_config_file(config_path), overrides)
     algorithm = source.data.get("algorithm")
     if algorithm is None:
@@ -122,19 +123,12 @@ def _run_with_progress(algorithm: str, cfg: Any, train: Callable[..., Any]) -> A
 
 
 def _stats_text(metrics: dict[str, Any]) -> str:
-    parts = []
-    for label, keys in (("reward", REWARD_KEYS), ("kl", KL_KEYS), ("loss", ("loss",))):
-        value = next((metrics[k] for k in keys if isinstance(metrics.get(k), (int, float))), None)
-        if value is not None:
-            parts.append(f"{label} {value:.4g}")
-    return "  ".join(parts)
+    return StepReport.from_row(metrics).text()
 
 
 def _config_dict(cfg: Any) -> dict[str, Any]:
     if hasattr(cfg, "to_dict"):
         return cfg.to_dict()
-    import dataclasses
-
     return dataclasses.asdict(cfg)
 
 
@@ -172,8 +166,6 @@ def _has_defaults(cls: type) -> bool:
 
 
 def _print_result(algorithm: str, result: Any) -> None:
-    import dataclasses
-
     if hasattr(result, "to_dict"):
         data = result.to_dict()
     elif dataclasses.is_dataclass(result):
@@ -221,8 +213,7 @@ def eval_command(
         import transformers  # noqa: F401
     except ImportError as exc:
         fail(f"evaluation needs the train extra: pip install 'pivot-envs[train]' ({exc})")
-    from pivot_envs.trainers.evaluate import episode_sources, evaluate
-    from pivot_envs.sources import resolve_pivots
+    from pivot_envs.trainers.evaluate import episode_sources, evaluate  # the trainer stack: needs the train extra
 
     if tasks is not None and not episodes:
         fail("--tasks names the tasks of --episodes: add --episodes")
@@ -230,8 +221,6 @@ def eval_command(
         fail(f"--max-turns must be >= 1, got {max_turns}")
     episode_arg: Any = False
     if episodes:
-        from pivot_envs.users import parse_user_spec
-
         try:
             parse_user_spec(user)
         except ValueError as exc:
@@ -276,15 +265,13 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _print_eval(report: dict[str, Any], source: str) -> None:
+def _print_eval(data: dict[str, Any], source: str) -> None:
     """One column per domain (and ``all`` when there are several), one row per measure."""
     fmt = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
-    settings = report["settings"]
-    k, t = settings["k"], settings["temperature"]
-    columns = list(report["domains"].items())
-    if len(columns) > 1:
-        columns.append(("all", report["overall"]))
-    table = Table(title=f"eval {report['model']} on {source}\n(seed {settings['seed']}, {report['seconds']:.1f} s)")
+    report = EvalReport.from_dict(data)
+    k, t = report.k, report.temperature
+    columns = report.columns()
+    table = Table(title=f"eval {report.model} on {source}\n(seed {report.seed}, {report.seconds:.1f} s)")
     table.add_column("")
     for name, _ in columns:
         table.add_column(name, justify="right")
@@ -293,14 +280,14 @@ def _print_eval(report: dict[str, Any], source: str) -> None:
         ("greedy functional", lambda s: fmt(s["greedy"]["functional"])),
         ("greedy strict", lambda s: fmt(s["greedy"]["strict"])),
     ]
-    if report["overall"]["sampled"] is not None:
+    if report.has_sampled:
         rows += [
             (f"mean@{k} functional (T={t:g})", lambda s: fmt(s["sampled"]["functional"])),
             (f"mean@{k} strict (T={t:g})", lambda s: fmt(s["sampled"]["strict"])),
             (f"pass@{k}", lambda s: fmt(s["sampled"]["pass_at_k"])),
         ]
     rows.append(("verifier errors", lambda s: str(s["greedy"]["errors"] + (s["sampled"] or {}).get("errors", 0))))
-    if report["overall"].get("episodes") is not None:
+    if report.has_episodes:
         rows += [
             ("episodes", lambda s: str(s["episodes"]["episodes"])),
             ("task success (episodes)", lambda s: fmt(s["episodes"]["success"])),
@@ -310,7 +297,7 @@ def _print_eval(report: dict[str, Any], source: str) -> None:
     for label, cell in rows:
         table.add_row(label, *(_cell(cell, s) for _, s in columns))
     console.print(table)
-    probes = report.get("probes")
+    probes = report.probes
     if probes:
         console.print(f"OOD probes: greedy exact match on {probes['n']} items")
         ood = Table()

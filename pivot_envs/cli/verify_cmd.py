@@ -20,6 +20,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from pivot_envs.cli.common import WORLD_HELP, console, fail, progress, user_errors, world_option
+from pivot_envs.config import ConfigError, read_config_file
+from pivot_envs.jsonl import write_jsonl
+from pivot_envs.verifiers import build_verifier, verifier_names
+from pivot_envs.verifiers.rows import miss_rate_report, parse_row, verify_file, verify_rows
 
 
 def verify_command(
@@ -35,8 +39,6 @@ def verify_command(
     report: bool = typer.Option(False, "--report", help="Print strict vs functional pass rates and the miss rate P[strict=0 | functional=1]."),
 ) -> None:
     """Verify actions against expected actions, standalone (batch JSONL or one-off)."""
-    from pivot_envs.verifiers.rows import miss_rate_report
-
     if world is not None:
         if verifier != "world_exec":
             fail(f"--world {world}: only with --verifier world_exec (or put 'world' in a --config file)")
@@ -65,9 +67,6 @@ def verify_command(
 
 def _spec(verifier: Optional[str], config: Optional[Path]) -> Any:
     """The verifier spec of ``--verifier`` or ``--config``, checked by building it (before any row is read)."""
-    from pivot_envs.config import ConfigError, read_config_file
-    from pivot_envs.verifiers import build_verifier, verifier_names
-
     if verifier and config:
         fail("give either --verifier or --config, not both")
     if config is None:
@@ -95,8 +94,6 @@ def _spec(verifier: Optional[str], config: Optional[Path]) -> Any:
 def _world_exec_spec(world: str) -> dict[str, Any]:
     """The ``world_exec`` verifier on ``world`` (a name, mcp:COMMAND, a config file or inline JSON), checked by
     building it (the world is built and closed)."""
-    from pivot_envs.verifiers import build_verifier
-
     spec = {"name": "world_exec", "world": world_option(world)}
     try:
         build_verifier(spec).close()
@@ -134,9 +131,6 @@ def _count_rows(input: Path) -> int | None:
 
 def _run(input: Path, spec, workers: int, n_rows: int | None, output: Optional[Path], label: str,
          show_bad: bool = True) -> list[dict]:
-    from pivot_envs.jsonl import write_jsonl
-    from pivot_envs.verifiers.rows import verify_file
-
     rows: list[dict] = []
     with progress() as bar:
         task = bar.add_task(label, total=n_rows)
@@ -157,8 +151,6 @@ def _run(input: Path, spec, workers: int, n_rows: int | None, output: Optional[P
 
 
 def _one_off(spec, expected: Optional[str], action: Optional[str], tools: Optional[Path]) -> None:
-    from pivot_envs.verifiers.rows import parse_row, verify_rows
-
     if expected is None or action is None:
         fail("the one-off form needs both --expected and --action")
     row = {"id": "cli", "expected": _maybe_json(expected), "action": _maybe_json(action)}

@@ -46,7 +46,11 @@ from typing import Any
 
 from pivot_envs.formats.infer_tools import infer_tools
 from pivot_envs.jsonl import BadRowError, ReadReport
-from pivot_envs.types import Message, Trajectory
+from pivot_envs.types import Message, Pivot, Trajectory
+from pivot_envs.verifiers.world_exec import normalize_output
+from pivot_envs.worlds.base import WorldTask
+from pivot_envs.worlds.mcp import tau2_airline_probes
+from pivot_envs.worlds.tau2 import TAU2_DOMAINS, tau2_probes, tau2_world
 
 SOURCE = "tau2-bench/airline"
 """The airline tasks' ``meta["source"]`` (``tau2-bench/<domain>`` in general)."""
@@ -121,9 +125,6 @@ def read_tau2_tasks(path: str | Path | None = None, *, domain: str | None = None
             traj.meta["tools_inferred"] = True
         return trajectories
 
-    from pivot_envs.worlds.base import WorldTask
-    from pivot_envs.worlds.tau2 import tau2_world
-
     own = world is None
     world = tau2_world(domain) if own else world
     try:
@@ -152,8 +153,6 @@ def read_tau2_tasks(path: str | Path | None = None, *, domain: str | None = None
 def detect_domain(path: Path, tasks: list[Any]) -> str:
     """The tau2 domain of ``tasks``: their scenarios' ``domain``, else the folder's name, else the tools
     the actions call; ``ValueError`` naming ``path`` when they disagree or nothing tells."""
-    from pivot_envs.worlds.tau2 import TAU2_DOMAINS
-
     scenarios = [(t.get("user_scenario") or {}).get("instructions") for t in tasks if isinstance(t, dict)]
     named = {str(i.get("domain") or "") for i in scenarios if isinstance(i, dict)}
     named.discard("")
@@ -192,9 +191,6 @@ def _read_db(path: Path) -> dict[str, Any] | None:
 
 def _trajectory(task: dict[str, Any], policy: str, db: dict[str, Any] | None,
                 domain: str = "airline") -> Trajectory | None:
-    from pivot_envs.worlds.mcp import tau2_airline_probes
-    from pivot_envs.worlds.tau2 import tau2_probes
-
     task_id = str(task["id"])
     actions = (task.get("evaluation_criteria") or {}).get("actions") or []
     if not actions:
@@ -269,11 +265,9 @@ def _instruction_text(scenario: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def tau2_pivots(trajectories: list[Trajectory]) -> list["Pivot"]:
+def tau2_pivots(trajectories: list[Trajectory]) -> list[Pivot]:
     """One pivot per expected action of tau2 trajectories: the context holds the task's earlier actions
     and their results; ``meta["world"]`` carries the task's digest probes (for ``world_exec``)."""
-    from pivot_envs.types import Pivot
-
     out = []
     for traj in trajectories:
         for i, message in enumerate(traj.messages):
@@ -305,8 +299,6 @@ class Tau2Reference:
 
     def outcome(self, context: list[Message], calls: list[tuple[str, dict[str, Any]]]) -> tuple[str, list[str]]:
         import copy
-
-        from pivot_envs.verifiers.world_exec import normalize_output
 
         db = copy.deepcopy(self._base)
         for message in context:

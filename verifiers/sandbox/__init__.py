@@ -19,6 +19,8 @@ from pivot_envs.verifiers.sandbox.base import (
     check_workdir,
     describe_exit,
 )
+from pivot_envs.verifiers.sandbox.bwrap import BwrapBackend
+from pivot_envs.verifiers.sandbox.docker_backend import DEFAULT_IMAGE, DockerBackend
 
 BACKENDS = ("bwrap", "docker", "auto")
 """Accepted backend names."""
@@ -27,12 +29,8 @@ BACKENDS = ("bwrap", "docker", "auto")
 def make_backend(name: str, docker_image: str | None = None) -> SandboxBackend:
     """A backend object by name (not probed yet). ``auto`` is resolved by :func:`get_backend`."""
     if name == "bwrap":
-        from pivot_envs.verifiers.sandbox.bwrap import BwrapBackend
-
         return BwrapBackend()
     if name == "docker":
-        from pivot_envs.verifiers.sandbox.docker_backend import DEFAULT_IMAGE, DockerBackend
-
         return DockerBackend(image=docker_image or DEFAULT_IMAGE)
     raise ValueError(f"unknown sandbox backend {name!r}; choose one of {', '.join(BACKENDS)}")
 

@@ -46,6 +46,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from pivot_envs.fixture import safe_relative
+
 SEED_MTIME = 946684800
 """mtime (2000-01-01 UTC) given to every file unpacked from a seed, so listings are deterministic."""
 
@@ -204,8 +206,6 @@ def file_entry(data: bytes, mode: int = 0o644, keep: bool = False) -> FileEntry:
 def files_state(files: Mapping[str, bytes], modes: Mapping[str, int] | None = None) -> State:
     """A state holding ``files`` (relative path -> bytes, mode 0644 unless ``modes`` says otherwise)
     and their parent directories (0755)."""
-    from pivot_envs.fixture import safe_relative
-
     modes = modes or {}
     state: State = {}
     for rel, data in files.items():

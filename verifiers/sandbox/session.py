@@ -37,6 +37,7 @@ from pivot_envs.verifiers.sandbox.base import (
     State,
     files_state,
 )
+from pivot_envs.verifiers.sandbox import get_backend
 
 _BACKENDS: dict[tuple[str, str | None], SandboxBackend] = {}
 _BACKENDS_LOCK = threading.Lock()
@@ -45,8 +46,6 @@ _BACKENDS_LOCK = threading.Lock()
 def shared_backend(name: str = "auto", docker_image: str | None = None) -> SandboxBackend:
     """A probed backend shared by every session of this process (one probe, one uid pool);
     raises :class:`SandboxUnavailable` saying what to install."""
-    from pivot_envs.verifiers.sandbox import get_backend
-
     key = (name, docker_image)
     with _BACKENDS_LOCK:
         if key not in _BACKENDS:
