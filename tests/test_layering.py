@@ -62,3 +62,25 @@ def test_an_import_inside_a_function_that_breaks_a_contract_is_caught(site, tmp_
     assert result.returncode != 0, result.stdout
     assert "never import the trainers" in result.stdout and "BROKEN" in result.stdout
     assert "pivot_envs.verifiers.leak -> pivot_envs.trainers.pivotrl" in result.stdout, result.stdout
+
+
+def test_python_started_in_the_repository_root_imports_every_sub_package_after_a_normal_install(site):
+    """After ``pip install .`` the in-tree ``pivot_envs/`` shadows the installed package for Python started in
+    the repository root (the current folder comes first on ``sys.path``); its sub-packages that live in
+    top-level folders must still import. ``-S`` leaves out the editable install's import hook: only the
+    wheel-layout copy (``site``) and the dependencies are on the path."""
+    import sysconfig
+
+    deps = sysconfig.get_paths()["purelib"]
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    names = sorted(p for p in package_dir if p.count(".") == 1)
+    code = ("import importlib, pivot_envs\n"
+            f"for name in {names!r}:\n"
+            "    module = importlib.import_module(name)\n"
+            "    assert module.__file__.startswith(pivot_envs.__path__[0].rsplit('/', 1)[0]), module.__file__\n"
+            "print(pivot_envs.__file__)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), deps])}
+    result = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == str(ROOT / "pivot_envs" / "__init__.py")  # the in-tree package, as Python finds it
