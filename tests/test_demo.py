@@ -312,6 +312,20 @@ def test_a_prebuilt_base_is_used_only_when_its_recipe_and_split_match(tmp_path):
     assert any("built with other settings" in line for line in logs)
 
 
+@pytest.mark.parametrize("preset", ["quick", "full"])
+def test_both_presets_use_the_shipped_base_instead_of_training_one(preset):
+    from pathlib import Path
+
+    from pivot_envs.experiments import demo
+
+    cfg = demo.quick_config() if preset == "quick" else demo.full_config()
+    assert cfg.prebuilt_base == demo.SHIPPED_BASE
+    found = demo._built_base(Path(demo.SHIPPED_BASE), demo.base_key(cfg))
+    assert found is not None, f"{preset}: the shipped base was built with another recipe or split; rebuild it with " \
+                              f"{demo.BUILD_BASE_COMMAND}"
+    assert found["command"] == demo.BUILD_BASE_COMMAND and found["report"]["steps"] == cfg.base.steps
+
+
 def test_held_out_tasks_grow_with_generated_tasks_the_base_never_saw(tmp_path):
     from pivot_envs.experiments.demo import extra_test_tasks, generate_extra, request_key, seen_requests
 

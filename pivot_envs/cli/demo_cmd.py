@@ -18,7 +18,7 @@ def demo_command(
                              "(an interrupted demo resumes from it)."),
     full: bool = typer.Option(False, "--full", help="Every arm of the paper's comparison (Base, SFT, PivotRL, "
                               "- filtering, - functional reward, PVPO, E2E RL, ARPO), hyper-parameters chosen on a "
-                              "validation split, --seeds seeds of the main arms (about 1.5-2 h on 2 cores; resumable)."),
+                              "validation split, --seeds seeds of the main arms (about 80 min on 2 idle cores; resumable)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the data split, the base model and the first arm seed."),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds of the main arms (default: 1, or 3 with --full)."),
     domain: Optional[str] = typer.Option(None, "--domain", help="Domain whose bundled pivots are used "
