@@ -7,24 +7,23 @@
     groups = agent.sample(pivots, n=8, seed=0)
 
 Batching: pivots are taken ``batch_size`` at a time; each batch is ONE
-``generate`` call over the left-padded prompts with ``num_return_sequences=n``
+``generate`` call over the left-padded prompts, each prompt repeated ``n`` times
 (``batch_size * n`` rows). ``one_by_one=True`` makes one ``generate`` call per
-sample instead (for benchmarks; also makes sample ``j`` at pivot ``p`` depend
-only on ``(seed, p.id, j)``). In batched mode a batch is seeded from ``seed``
-and the ids of its pivots: the same call gives the same samples, but a pivot's
-samples change when the batch around it changes.
+sample instead (for benchmarks).
 
-Seeding uses :func:`torch.random.fork_rng`, so sampling never disturbs the
-caller's global torch RNG.
+Seeding: sample ``j`` at pivot ``p`` depends only on ``(seed, p.id, j)``, in
+either mode and whatever the batch around it: each row draws its tokens from a
+stream of its own (:mod:`pivot_envs.agents.row_sampling`), not from the global
+torch RNG, which sampling never touches. (Batches of other widths pad a prompt
+differently; the logits then differ in the last float bits, which can change a
+draw only where the uniform number falls within that distance of a boundary.)
 
 Log-probs (``Completion.logprobs``, one per token of ``Completion.token_ids``, the
 end-of-sequence token included when the model stopped) come from:
 
-* ``logprobs="sampling"`` (default): ``model.compute_transition_scores(...,
-  normalize_logits=True)`` over ``output_scores``, i.e. the log-probs of the
-  sampled tokens under the distribution they were *drawn from* — after
-  temperature and top-p (the tempered, truncated distribution). Memory grows as
-  ``rows x new tokens x vocabulary`` during ``generate``.
+* ``logprobs="sampling"`` (default): recorded as each token is drawn: the
+  log-probs of the sampled tokens under the distribution they were *drawn from*
+  — after temperature and top-p (the tempered, truncated distribution).
 * ``logprobs="forward"``: one forward pass over prompt + completion after
   generation: ``log_softmax(logits / temperature)`` at the sampled tokens (tempered,
   top-p NOT applied; equal to "sampling" when ``top_p == 1``). Light on memory.
@@ -47,7 +46,8 @@ from typing import Any, Iterator, Sequence
 from pivot_envs.actions import parse_action
 from pivot_envs.agents.base import Agent, Completion
 from pivot_envs.agents.prompting import PromptConfig, encode_prompt
-from pivot_envs.types import Pivot, stable_hash
+from pivot_envs.agents.row_sampling import RowSampler, row_key
+from pivot_envs.types import Pivot
 
 LOGPROB_MODES = ("sampling", "forward", "none")
 
@@ -164,12 +164,12 @@ class HFAgent(Agent):
         with self._sampling_mode():
             if self.settings.one_by_one:
                 for p, ids in zip(pivots, prompts):
-                    out.append([self._generate([ids], 1, _seed("hf-one", seed, p.id, j))[0][0] for j in range(n)])
+                    out.append([self._generate([ids], 1, [[row_key("hf", seed, p.id, j)]])[0][0] for j in range(n)])
             else:
                 size = self.settings.batch_size
                 for start in range(0, len(prompts), size):
-                    batch_ids = [p.id for p in pivots[start : start + size]]
-                    out.extend(self._generate(prompts[start : start + size], n, _seed("hf-batch", seed, batch_ids)))
+                    keys = [[row_key("hf", seed, p.id, j) for j in range(n)] for p in pivots[start : start + size]]
+                    out.extend(self._generate(prompts[start : start + size], n, keys))
         return out
 
     def config(self) -> dict[str, Any]:
@@ -206,8 +206,9 @@ class HFAgent(Agent):
                 self.model.train()
             torch.set_num_threads(previous_threads)
 
-    def _generate(self, prompts: list[list[int]], n: int, seed: int) -> list[list[Completion]]:
-        """One ``generate`` call: ``len(prompts) * n`` rows; returns ``n`` completions per prompt."""
+    def _generate(self, prompts: list[list[int]], n: int, keys: list[list[int]]) -> list[list[Completion]]:
+        """One ``generate`` call: ``len(prompts) * n`` rows (``keys[i][j]``: the stream of sample ``j`` of
+        prompt ``i``); returns ``n`` completions per prompt."""
         import torch
 
         s = self.settings
@@ -217,30 +218,24 @@ class HFAgent(Agent):
         for i, p in enumerate(prompts):  # left padding
             ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[i, width - len(p) :] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
         greedy = s.temperature == 0
         rows = 1 if greedy else n
-        kwargs: dict[str, Any] = dict(
-            input_ids=ids,
-            attention_mask=mask,
-            max_new_tokens=s.max_new_tokens,
-            num_return_sequences=rows,
-            pad_token_id=self.pad_id,
-            eos_token_id=self.eos_ids,
-            return_dict_in_generate=True,
-            output_scores=s.logprobs == "sampling",
-        )
-        if greedy:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        else:
-            kwargs.update(do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=0)
-        devices = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
-            out = self.model.generate(**kwargs)
+        ids, mask = ids.repeat_interleave(rows, 0).to(self.device), mask.repeat_interleave(rows, 0).to(self.device)
+        # greedy search over scores in which the row's own draw is the only finite token (or over the
+        # model's scores, when greedy): the sampler owns the randomness
+        sampler = None if greedy else RowSampler([k for group in keys for k in group[:rows]], width,
+                                                 s.temperature, s.top_p)
+        out = self.model.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=s.max_new_tokens, pad_token_id=self.pad_id,
+            eos_token_id=self.eos_ids, return_dict_in_generate=True, do_sample=False, temperature=None, top_p=None,
+            top_k=None, logits_processor=[sampler] if sampler is not None else None,
+            output_scores=greedy and s.logprobs == "sampling")
         new = out.sequences[:, width:]
         lengths = [_completion_length(row, self.eos_ids, self.pad_id) for row in new.tolist()]
-        logprobs = self._logprobs(out, new, ids.repeat_interleave(rows, 0), mask.repeat_interleave(rows, 0), lengths)
+        if sampler is not None and s.logprobs == "sampling":
+            logprobs: list[list[float]] | None = [lp[:n_tokens] for lp, n_tokens in zip(sampler.logprobs, lengths)]
+        else:
+            logprobs = self._logprobs(out, new, ids, mask, lengths)
         groups: list[list[Completion]] = []
         for i in range(len(prompts)):
             group = []
@@ -269,10 +264,6 @@ class HFAgent(Agent):
         temperature = s.temperature if s.temperature > 0 else 1.0
         logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, new[:, :, None]).squeeze(-1)
         return [logp[r, : lengths[r]].tolist() for r in range(len(lengths))]
-
-
-def _seed(*parts: Any) -> int:
-    return int(stable_hash(*parts), 16) % (2**63)
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:

@@ -32,7 +32,7 @@ def tool_use_verifier(judge: Judge = None) -> dict[str, Any]:
     """``final_turn``: calls by ``tool_call`` (names and emails caseless); answers by their facts (an answer
     stating no fact: fuzzy), the judge deciding what the facts do not accept."""
     calls = {"name": "tool_call", "argument_normalizers": dict(TOOL_USE_CASELESS)}
-    return {"name": "final_turn", "calls": calls, "answer": answer_spec(judge, dict(TEXT_FUZZY))}
+    return {"name": "final_turn", "calls": calls, "answer": answer_spec(judge)}
 
 
 def terminal_verifier(judge: Judge = None) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def search_verifier(judge: Judge = None) -> dict[str, Any]:
             "search": {"name": "fuzzy", "target": "argument:query", "scorer": "token_set_ratio", "threshold": 85},
             "open": {"name": "tool_call"},
         },
-        "text": text_spec(judge, ANSWER_FUZZY),
+        "text": answer_spec(judge),
         "default": {"name": "tool_call"},
     }
 

@@ -2,16 +2,28 @@
 
 The ``facts`` success rule (:mod:`pivot_envs.success`) and the ``facts`` verifier of a final turn
 (:mod:`pivot_envs.verifiers.final_turn`) both use these functions; they depend on the core types only.
-A **fact** is a value that the expert wrote in an assistant text and that came from a tool result, not
-from the task: typed values (dates, times, numbers, IDs: :func:`typed_values`) and names (a JSON
-leaf of a tool result that looks like a name). The task's own values (the system prompt and every user
-message) are not facts. :mod:`pivot_envs.success` documents the rule in full.
+
+A **fact** is a value of an earlier tool result that the expert's answer repeats and that the task did
+not give (the system prompt and every user message: repeating the user's own order id finds nothing out):
+
+* ``date:`` / ``time:`` / ``num:`` / ``id:`` — typed values (:func:`typed_values`), from any tool result,
+  compared by value (``$1,234.50`` = ``1234.5``, ``Feb 21st`` = ``2025-02-21``);
+* ``value:`` — a JSON string leaf of a tool result, of any case (``seven@example.com``, ``blue``, ``dev``,
+  ``/srv/app.yaml``, ``Copper Watering Can``), that the answer contains as whole words (case and
+  spacing folded); leaves holding typed values are compared as those;
+* ``word:`` — a token the answer takes from a plain-text tool result (shell output, a document) or from a
+  long JSON string (> 80 characters): words, e-mails, paths, names, of any case; common English words
+  (:data:`COMMON_WORDS`) are never facts.
+
+An answer that repeats nothing a tool returned has no facts: a bare confirmation after writes
+("Done: the theme is now dark." when the user asked for dark).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from pivot_envs.types import Message, content_text
@@ -35,7 +47,6 @@ _TIME = re.compile(r"(?<![\w:])(\d{1,2}):(\d{2})(?::\d{2})?(?:\s*([ap])\.?\s?m\b
 _GROUPED = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w,]|\.\d)")
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:[-_./:@+][A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"^(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$")
-_NAME = re.compile(r"^[A-Z][A-Za-z'&.-]*(?:\s+[A-Za-z'&.-]+){1,5}$")
 
 
 def _number(text: str) -> str:
@@ -109,76 +120,231 @@ def _leaves(value: Any) -> Iterable[Any]:
         yield value
 
 
-def tool_values(content: Any) -> tuple[set[str], set[str]]:
-    """``(typed values, names)`` of one tool result: its JSON leaves, or its text."""
-    text = content_text(content)
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, ValueError):
-        return typed_values(text), set()
-    typed: set[str] = set()
-    names: set[str] = set()
-    for leaf in _leaves(data):
-        if isinstance(leaf, bool) or leaf is None:
-            continue
-        if isinstance(leaf, (int, float)):
-            typed.add(_number(repr(float(leaf))) if not isinstance(leaf, int) else _number(str(leaf)))
-            continue
-        leaf = str(leaf)
-        typed |= typed_values(leaf)
+@dataclass
+class ToolValues:
+    """The values tool results returned: typed values, short JSON string leaves (folded), and tokens of
+    plain texts (lower-cased)."""
+
+    typed: set[str] = field(default_factory=set)
+    values: set[str] = field(default_factory=set)
+    words: set[str] = field(default_factory=set)
+
+    def absorb(self, content: Any) -> None:
+        """Add the values of one tool result: its JSON leaves, or its text."""
+        text = content_text(content)
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, ValueError):
+            self._text(text)
+            return
+        for leaf in _leaves(data):
+            if isinstance(leaf, bool) or leaf is None:
+                continue
+            if isinstance(leaf, (int, float)):
+                self.typed.add(_number(repr(float(leaf))) if not isinstance(leaf, int) else _number(str(leaf)))
+                continue
+            self._leaf(str(leaf))
+
+    def without(self, said: "Said") -> "ToolValues":
+        """These values less the ones the conversation had said already (a tool echoing back the order id
+        it was asked about finds nothing out)."""
+        return ToolValues({v for v in self.typed if v not in said.typed},
+                          {v for v in self.values if not _contains(said.text, v)},
+                          {w for w in self.words if w not in said.tokens})
+
+    def update(self, other: "ToolValues") -> None:
+        self.typed |= other.typed
+        self.values |= other.values
+        self.words |= other.words
+
+    def _text(self, text: str) -> None:
+        self.typed |= typed_values(text)
+        self.words |= _tokens(text)
+
+    def _leaf(self, leaf: str) -> None:
         stripped = " ".join(leaf.split())
-        if len(stripped) <= 80 and _NAME.match(stripped):
-            names.add(_fold(stripped))
-    return typed, names
+        if len(stripped) > MAX_VALUE_CHARS:
+            self._text(stripped)
+            return
+        typed = typed_values(stripped)
+        self.typed |= typed
+        if not typed and len(stripped) >= 2 and _fold(stripped) not in COMMON_WORDS:
+            self.values.add(_fold(stripped))
 
 
-def _given(messages: Sequence[Message]) -> tuple[set[str], str]:
-    """The typed values and the folded text that the task itself gives (system and user messages)."""
+MAX_VALUE_CHARS = 80
+"""A JSON string leaf longer than this is a text (its tokens are the values), not one value."""
+
+COMMON_WORDS = frozenset("""
+a about above after again all also am an and any are as at be been before being below between both but by
+can could did do does doing done down during each else few for from further had has have having he her here
+hers him his how i if in into is it its itself just may me might more most must my no nor not now of off on
+once only or other our ours out over own same shall she should so some such than that the their them then
+there these they this those through to too under until up upon us very was we were what when where which
+while who whom why will with would yes you your yours
+answer answers result results found find total file files line lines entry entries item items
+value values key keys name names number numbers count counts unique sorted done ok okay please thanks thank
+one two three four five six seven eight nine ten first second last new old now current here there
+""".split())
+"""Words that are never a fact by themselves: function words and the words any answer is made of."""
+
+
+def tool_values(content: Any) -> ToolValues:
+    """The values of one tool result (:class:`ToolValues`)."""
+    out = ToolValues()
+    out.absorb(content)
+    return out
+
+
+def _all_tokens(text: str) -> set[str]:
+    """Every lower-cased token of ``text``, and a path's components (``frames.bin`` of ``archive/large/frames.bin``)."""
+    out: set[str] = set()
+    for token in (m.lower() for m in _TOKEN.findall(text)):
+        out.add(token)
+        if "/" in token:
+            out.update(token.split("/"))
+    return out
+
+
+def _tokens(text: str) -> set[str]:
+    """The tokens of ``text`` that can be facts (:func:`_all_tokens`): no common words, no one-letter tokens,
+    and no tokens with a digit (those are typed values)."""
+    return {t for t in _all_tokens(text) if len(t) >= 2 and t not in COMMON_WORDS and not any(c.isdigit() for c in t)}
+
+
+def content_words(text: str) -> set[str]:
+    """What a text says, without the words any text is made of: its typed values and its tokens that are not
+    common words (:data:`COMMON_WORDS`), lower-cased."""
+    return typed_values(text) | {"word:" + t for t in _tokens(text)}
+
+
+def coverage(answer: str, expected: str) -> tuple[float, list[str]]:
+    """The share of ``expected``'s content words (:func:`content_words`) that ``answer`` carries, and the
+    missing ones; 1.0 when ``expected`` has none."""
+    want = content_words(expected)
+    if not want:
+        return 1.0, []
+    have = content_words(answer)
+    missing = sorted(want - have)
+    return 1.0 - len(missing) / len(want), missing
+
+
+@dataclass
+class _Given:
+    """What the task itself says (system and user messages): typed values, folded text, tokens."""
+
+    typed: set[str]
+    text: str
+    tokens: set[str]
+
+
+def _given(messages: Sequence[Message]) -> _Given:
     text = " ".join(content_text(m.get("content")) for m in messages if m.get("role") in ("system", "user"))
-    return typed_values(text), _fold(text)
+    return _Given(typed_values(text), _fold(text), _all_tokens(text))
 
 
-def _stated(text: str, seen_typed: set[str], seen_names: set[str], given: set[str], given_text: str) -> set[str]:
+def _stated(text: str, seen: ToolValues, given: _Given) -> set[str]:
     """The facts ``text`` states: tool-result values it repeats that the task did not give."""
-    facts = (typed_values(text) & seen_typed) - given
+    facts = {v for v in typed_values(text) & seen.typed if v not in given.typed}
     folded = _fold(text)
-    return facts | {"name:" + n for n in seen_names if _contains(folded, n) and not _contains(given_text, n)}
+    facts |= {"value:" + v for v in seen.values if _contains(folded, v) and not _contains(given.text, v)}
+    facts |= {"word:" + w for w in _tokens(text) & seen.words if w not in given.tokens}
+    return facts
 
 
-def _absorb(message: Message, typed: set[str], names: set[str]) -> None:
-    """Add the values of ``message`` to ``typed`` and ``names`` when it is a tool result."""
-    if message.get("role") == "tool":
-        t, n = tool_values(message.get("content"))
-        typed |= t
-        names |= n
+@dataclass
+class Said:
+    """What a conversation has said so far, outside tool results: texts and tool-call arguments."""
+
+    typed: set[str] = field(default_factory=set)
+    text: str = ""
+    tokens: set[str] = field(default_factory=set)
+
+    def add(self, text: str) -> None:
+        self.typed |= typed_values(text)
+        self.text += " " + _fold(text)
+        self.tokens |= _all_tokens(text)
 
 
-def _tool_values_before(messages: Sequence[Message]) -> tuple[set[str], set[str]]:
-    typed: set[str] = set()
-    names: set[str] = set()
+def _read(messages: Sequence[Message], on_assistant_text: Any = None) -> ToolValues:
+    """The values tool results found out in ``messages``: each result's values that nothing said before it
+    (texts, tool-call arguments); ``on_assistant_text(text, seen)`` is called at every assistant text."""
+    seen, said = ToolValues(), Said()
     for m in messages:
-        _absorb(m, typed, names)
-    return typed, names
+        if m.get("role") == "tool":
+            seen.update(tool_values(m.get("content")).without(said))
+            continue
+        text = content_text(m.get("content"))
+        if text and m.get("role") == "assistant" and on_assistant_text is not None:
+            on_assistant_text(text, seen)
+        for part in conversation_text([m]):
+            said.add(part)
+    return seen
+
+
+def _tool_values_before(messages: Sequence[Message]) -> ToolValues:
+    return _read(messages)
 
 
 def expert_facts(messages: Sequence[Message]) -> list[str]:
-    """The facts the expert gave in ``messages`` (a whole trajectory): sorted ``kind:value`` strings,
-    names as ``name:<folded text>`` (see the module docstring)."""
-    given, given_text = _given(messages)
-    seen_typed: set[str] = set()
-    seen_names: set[str] = set()
+    """The facts the expert gave in ``messages`` (a whole trajectory): sorted ``kind:value`` strings (see
+    the module docstring); a fact counts from the first assistant text after the tool result it repeats."""
+    given = _given(messages)
     facts: set[str] = set()
-    for m in messages:
-        _absorb(m, seen_typed, seen_names)
-        if m.get("role") == "assistant" and content_text(m.get("content")):
-            facts |= _stated(content_text(m.get("content")), seen_typed, seen_names, given, given_text)
+    _read(messages, lambda text, seen: facts.update(_stated(text, seen, given)))
     return sorted(facts)
 
 
 def answer_facts(context: Sequence[Message], answer: str) -> list[str]:
     """The facts that ``answer`` (one assistant text) states after the conversation ``context``: the
     same rule as :func:`expert_facts`, for one turn (a final-turn pivot's expert answer)."""
-    return sorted(_stated(answer, *_tool_values_before(context), *_given(context))) if answer else []
+    return sorted(_stated(answer, _tool_values_before(context), _given(context))) if answer else []
+
+
+_SPECIFIC = re.compile(r"[@/_:]|^[a-z0-9-]{2,}\.[a-z]{1,5}$")
+"""A token that names something specific: an e-mail, a path, an identifier, a key, a file name."""
+_DIGITS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def specific_values(text: str) -> set[str]:
+    """The values ``text`` states that name something specific: typed values (dates, times, numbers, IDs)
+    and tokens that are e-mails, paths, identifiers, keys or file names (lower-cased ``text:`` entries)."""
+    out = typed_values(text)
+    for token in (m.lower() for m in _TOKEN.findall(text)):
+        if _SPECIFIC.search(token) and not any(c.isdigit() for c in token):
+            out.add("text:" + token)
+    return out
+
+
+def ungrounded(answer: str, sources: Sequence[str]) -> list[str]:
+    """The specific values of ``answer`` (:func:`specific_values`) that none of ``sources`` states: what an
+    answer claims that nothing in the conversation (nor the expert's answer) gave. An ID is grounded by the
+    same ID, or by its one number (``30-day`` by ``30 days``); a path by any text that contains it."""
+    text = "\n".join(sources)
+    typed, folded = typed_values(text), _fold(text)
+    out = []
+    for value in sorted(specific_values(answer)):
+        kind, _, body = value.partition(":")
+        if value in typed or (kind in ("text", "id") and _contains(folded, body)):
+            continue
+        if kind == "id":
+            numbers = _DIGITS.findall(body)
+            if len(numbers) == 1 and _number(numbers[0]) in typed:
+                continue
+        out.append(body if kind == "text" else value)
+    return out
+
+
+def conversation_text(messages: Sequence[Message]) -> list[str]:
+    """Every text of a conversation, tool-call arguments included (what an answer may take values from)."""
+    out = []
+    for m in messages:
+        out.append(content_text(m.get("content")))
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            args = fn.get("arguments")
+            out.append(args if isinstance(args, str) else json.dumps(args))
+    return out
 
 
 def agent_answer(messages: Sequence[Message]) -> str:
@@ -192,7 +358,17 @@ def facts_given(answer: str, facts: Sequence[str], min_recall: float = 1.0) -> t
         return True, []
     typed = typed_values(answer)
     folded = _fold(answer)
-    missing = [f for f in facts if not (_contains(folded, f[5:]) if f.startswith("name:") else f in typed)]
+    tokens = _all_tokens(answer)
+
+    def given(fact: str) -> bool:
+        kind, _, value = fact.partition(":")
+        if kind in ("value", "name"):  # name: the facts of rows written before values of any case counted
+            return _contains(folded, value)
+        if kind == "word":
+            return value in tokens
+        return fact in typed
+
+    missing = [f for f in facts if not given(f)]
     recall = 1.0 - len(missing) / len(facts)
     return recall >= min_recall - 1e-9, missing
 

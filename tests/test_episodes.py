@@ -332,10 +332,10 @@ def test_expert_facts_come_from_tool_results_not_from_the_user():
             {"order_id": "CL-1", "delivered": "2025-02-21", "tracking": "1Z99", "item": "Copper Watering Can", "qty": 3})},
         {"role": "assistant", "content": "Order CL-1 (Copper Watering Can) arrived Feb 21, tracking 1Z99. I counted 7 boxes."},
     ]
-    assert expert_facts(messages) == ["date:02-21", "id:1z99", "name:copper watering can"]
+    assert expert_facts(messages) == ["date:02-21", "id:1z99", "value:copper watering can"]
     facts = expert_facts(messages)
     assert facts_given("It was delivered on 2025-02-21 (tracking 1z99): your copper watering  can.", facts)[0]
-    assert facts_given("It arrived on February 21.", facts) == (False, ["id:1z99", "name:copper watering can"])
+    assert facts_given("It arrived on February 21.", facts) == (False, ["id:1z99", "value:copper watering can"])
     assert facts_given("It arrived on February 21.", facts, min_recall=0.3)[0]
     assert facts_given(REFUSAL, facts) == (False, facts)
 

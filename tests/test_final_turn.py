@@ -81,6 +81,81 @@ def test_the_terminal_answer_must_carry_the_facts_of_the_experts_answer() -> Non
     assert verifier.verify("All finished.", no_fact).passed  # the expert's answer states no fact: any answer
 
 
+REFUSALS = ("Sorry, I cannot help with that.", "I'm sorry, but I can't assist with that request.",
+            "I am unable to help with this.")
+
+
+@pytest.mark.parametrize("domain", ANSWER_DOMAINS)
+def test_refusals_done_and_another_tasks_answer_fail_where_the_expert_reported_what_a_tool_returned(domain: str) -> None:
+    """Issue 29: a refusal fails at every answer pivot where the expert did not refuse; "Done." and another
+    task's answer fail wherever the expert's answer carries facts."""
+    from pivot_envs.refusal import is_refusal
+
+    finals = _final_text_pivots(domain)
+    verifier = build_verifier(get_domain(domain).verifier_spec())
+    answering = [p for p in finals if not is_refusal(content_text(p.expert["content"]))]
+    for refusal in REFUSALS:
+        results = verifier.verify_many([refusal] * len(answering), answering)
+        assert not [r.reason for r in results if r.passed or r.error], refusal
+    factual = [p for p in finals if answer_facts(p.context, content_text(p.expert["content"]))]
+    assert len(factual) >= 15
+    others = [content_text(factual[(i + len(factual) // 2) % len(factual)].expert["content"]) for i in range(len(factual))]
+    pairs = [(o, p) for o, p in zip(others, factual)
+             if p.meta["trajectory_id"] != factual[(factual.index(p) + len(factual) // 2) % len(factual)].meta["trajectory_id"]
+             and o.strip().lower() != content_text(p.expert["content"]).strip().lower()]
+    for wrong, pivots in ((["Done."] * len(factual), factual), ([o for o, _ in pairs], [p for _, p in pairs])):
+        results = verifier.verify_many(wrong, pivots)
+        assert not [(w, r.reason) for w, r in zip(wrong, results) if r.passed or r.error]
+
+
+def _kv_pivot(value: str, answer: str) -> Pivot:
+    return Pivot(id="kv", domain="d", context=[
+        {"role": "user", "content": "What is the e-mail on file for ops?"},
+        _call("get", key="ops:email"),
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"key": "ops:email", "value": value, "found": True})},
+    ], expert={"role": "assistant", "content": answer})
+
+
+def test_a_fact_is_any_value_a_tool_returned_of_any_type_and_case() -> None:
+    verifier = build_verifier({"name": "final_turn", "calls": "tool_call", "answer": "facts"})
+    email = _kv_pivot("seven@example.com", "ops:email is seven@example.com.")
+    assert answer_facts(email.context, "ops:email is seven@example.com.") == ["value:seven@example.com"]
+    assert verifier.verify("It is seven@example.com", email).passed
+    wrong = verifier.verify("It is eight@example.com", email)
+    assert not wrong.passed and "eight@example.com" in wrong.reason  # a value nothing in the conversation gave
+    vague = verifier.verify("The e-mail for ops is on file.", email)
+    assert not vague.passed and "value:seven@example.com" in vague.reason
+    colour = _kv_pivot("blue", "The theme is blue.")
+    assert verifier.verify("blue, it is", colour).passed and not verifier.verify("The theme is green.", colour).passed
+    shell = Pivot(id="sh", domain="d", context=[
+        {"role": "user", "content": "Which big files did you move into archive/large?"},
+        _call("bash", command="ls archive/large"),
+        {"role": "tool", "tool_call_id": "c1", "content": "archive/large/frames.bin\narchive/large/sample.bin\n"},
+    ], expert={"role": "assistant", "content": "archive/large now holds frames.bin and sample.bin."})
+    assert answer_facts(shell.context, content_text(shell.expert["content"])) == ["word:frames.bin", "word:sample.bin"]
+    assert verifier.verify("sample.bin and frames.bin are there now", shell).passed
+    assert not verifier.verify("frames.bin is there now", shell).passed
+
+
+def test_a_bare_confirmation_says_so_and_still_refuses_refusals_and_foreign_values() -> None:
+    verifier = build_verifier({"name": "final_turn", "calls": "tool_call", "answer": "facts"})
+    bare = Pivot(id="b", domain="d", context=[
+        {"role": "user", "content": "Set ui:theme to amber."},
+        _call("put", key="ui:theme", value="amber"),
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"ok": True, "key": "ui:theme"})},
+    ], expert={"role": "assistant", "content": "Done: ui:theme is now amber."})
+    assert answer_facts(bare.context, "Done: ui:theme is now amber.") == []
+    ok = verifier.verify("ui:theme is amber now.", bare)
+    assert ok.passed and "content words" in ok.reason
+    unchecked = build_verifier({"name": "final_turn", "calls": "tool_call", "answer": {"name": "facts", "otherwise": None}})
+    said = unchecked.verify("All set.", bare)
+    assert said.passed and "bare confirmation" in said.reason and "no fact to check" in said.reason
+    assert not unchecked.verify("Sorry, I cannot help with that.", bare).passed
+    foreign = verifier.verify("Done: region is now amber, see /etc/theme.conf.", bare)
+    assert not foreign.passed and "etc/theme.conf" in foreign.reason
+    assert not verifier.verify("Done.", bare).passed  # carries none of what the confirmation said
+
+
 def test_another_verifier_replaces_the_fact_rule_and_configs_round_trip() -> None:
     spec = {"name": "final_turn", "calls": "tool_call",
             "answer": {"name": "fuzzy", "target": "content", "threshold": 90}}

@@ -377,7 +377,9 @@ class _EnvPool:
 
 
 def _reset(r: Rollout) -> None:
-    r.env.reset(options={"task_id": r.task_id})
+    # repeat = the rollout's index: the pivot ids of the group's rollouts differ, so an agent seeded by
+    # (seed, pivot id, sample) draws each rollout anew
+    r.env.reset(options={"task_id": r.task_id, "repeat": r.index})
     if r.env.error is not None:
         r.error = r.env.error
 
@@ -401,7 +403,7 @@ def _step(r: Rollout, turn: Turn) -> None:
 def _replay(r: Rollout, prefix: Sequence[Completion]) -> None:
     """Re-create the state at ``r``'s branch point: reset, then the parent's earlier actions."""
     env = r.env
-    env.reset(options={"task_id": r.task_id})
+    env.reset(options={"task_id": r.task_id, "repeat": r.index})
     for c in prefix:
         if env.error is not None or env.done:
             break

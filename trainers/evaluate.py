@@ -41,7 +41,8 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.agents.hf import HFAgent
 from pivot_envs.envs_data.probes import probe_eval_set, score_probe
-from pivot_envs.episode_env import EpisodeEnv, bundled_domain, episode_starts, resolve_tasks, run_episodes, summarize_rows
+from pivot_envs.episode_env import (EpisodeEnv, bundled_domain, episode_starts, repeated, resolve_tasks, run_episodes,
+                                    summarize_rows)
 from pivot_envs.pipeline.profile import Scorer
 from pivot_envs.sources import resolve_pivots
 from pivot_envs.trainers.sft import default_prompt_tokens
@@ -312,7 +313,7 @@ def evaluate_episodes(report: dict[str, Any], agent: Any, sources: dict[str, Any
         probe = make_env()
         starts = episode_starts(probe)
         probe.close()
-        run_episodes(make_env, starts * repeats, agent, batch_size=batch_size, seed=seed, on_done=on_done)
+        run_episodes(make_env, repeated(starts, repeats), agent, batch_size=batch_size, seed=seed, on_done=on_done)
     summary = summarize_rows(rows)
     for domain, block in summary["domains"].items():
         entry = report["domains"].setdefault(domain, {"pivots": 0, "greedy": None, "sampled": None})

@@ -83,10 +83,14 @@ def text_spec(judge: dict[str, Any] | None, fuzzy: dict[str, Any] = TEXT_FUZZY) 
     ]}
 
 
+COVERAGE: dict[str, Any] = {"name": "coverage", "min_share": 0.6}
+"""An answer whose expert answer reports no fact: 60 % of the expert answer's content words."""
+
+
 def answer_spec(judge: dict[str, Any] | None, otherwise: dict[str, Any] | None = None) -> dict[str, Any]:
     """How a domain decides a turn where the expert stopped and answered: the answer's facts
     (:class:`pivot_envs.verifiers.final_turn.FactsVerifier`), the judge deciding what they do not accept."""
-    facts: dict[str, Any] = {"name": "facts", "otherwise": otherwise}
+    facts: dict[str, Any] = {"name": "facts", "otherwise": dict(COVERAGE) if otherwise is None else otherwise}
     if judge is None:
         return facts
     return {"name": "cascade", "stages": [{"role": "accept", "verifier": facts},

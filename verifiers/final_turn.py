@@ -14,11 +14,15 @@ made a call                               a call  ``calls`` decides (the domain'
 ========================================  ======  =====================================
 
 ``facts`` is the episode success rule's fact recall (:func:`pivot_envs.facts.answer_facts`
-and :func:`pivot_envs.facts.facts_given`, one implementation for both): a *fact* is a value
-(date, time, number, ID, name) that the expert's answer repeats from an earlier tool result and
-that the task did not give. The action passes when its text carries them (``min_recall``). An
-expert answer that states no fact ("Done, the file is renamed.") is decided by ``otherwise``
-(``None``: any non-empty answer). A judge replaces the fact rule for free-form answers::
+and :func:`pivot_envs.facts.facts_given`, one implementation for both): a *fact* is a value of an
+earlier tool result (a JSON leaf of any type and case, a token of shell output or of a document, a
+date, number or ID) that the expert's answer repeats and that the task did not give. Where the
+expert's answer reports such facts, the action passes when its text carries them (``min_recall``):
+a refusal, "Done." or another task's answer carries none of them. An expert answer that reports
+nothing a tool returned (a bare confirmation after writes: "Done, the file is renamed.") is decided
+by ``otherwise`` (``None``: any answer but a refusal, and the reason says the expert's answer carried
+nothing to check). A refusal (:func:`pivot_envs.refusal.is_refusal`) fails wherever the expert did
+not refuse. A judge replaces the fact rule for free-form answers::
 
     build_verifier({"name": "final_turn", "calls": "tool_call",
                     "answer": {"name": "judge", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}})
@@ -30,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from pivot_envs.actions import parse_action
-from pivot_envs.facts import answer_facts, facts_given
+from pivot_envs.facts import answer_facts, conversation_text, facts_given, ungrounded
+from pivot_envs.refusal import is_refusal
 from pivot_envs.types import Action, Pivot, VerifyResult, content_text
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.normalize import PivotCache
@@ -53,10 +58,18 @@ class FactsVerifier(PicklesByConfig, Verifier):
 
     min_recall: float = 1.0
     """Share of the expert answer's facts the action must carry (1.0: all)."""
-    otherwise: Any = None
-    """Verifier spec for expert answers that state no fact; ``None``: any non-empty answer passes."""
+    otherwise: Any = "coverage"
+    """Verifier spec for expert answers that report no fact (bare confirmations, small talk); default
+    ``coverage``: half of the expert answer's content words (:mod:`pivot_envs.verifiers.coverage`);
+    ``None``: any non-empty answer but a refusal passes."""
+
+    grounded: bool = True
+    """The answer may state no specific value (number, date, ID, e-mail, path, key, file name) that neither the
+    conversation nor the expert's answer states (:func:`pivot_envs.facts.ungrounded`)."""
 
     _otherwise: Verifier | None = field(init=False, repr=False, compare=False, default=None)
+    _sources: PivotCache = field(init=False, repr=False, compare=False, default_factory=PivotCache)
+    """The conversation's texts per pivot (what an answer's values may come from)."""
     _facts: PivotCache = field(init=False, repr=False, compare=False, default_factory=PivotCache)
     """The expert answer's facts per pivot: a group of G actions at one pivot computes them once."""
 
@@ -77,11 +90,19 @@ class FactsVerifier(PicklesByConfig, Verifier):
             if not expected:
                 return VerifyResult(1.0, True, self.name, "stopped without a text, as the expert did")
             return VerifyResult(0.0, False, self.name, "empty answer")
+        if self.grounded:
+            foreign = ungrounded(answer, [*self._sources.get(pivot, lambda p: conversation_text(p.context)), expected])
+            if foreign:
+                return VerifyResult(0.0, False, self.name, f"the answer states {', '.join(foreign[:3])}, which nothing "
+                                    "in the conversation gave (another task's answer, or made up)")
         facts = self._facts.get(pivot, lambda p: answer_facts(p.context, expected))
         if not facts:
+            if is_refusal(answer) and not is_refusal(expected):
+                return VerifyResult(0.0, False, self.name, "a refusal where the expert answered")
             if self._otherwise is not None:
                 return self._otherwise.safe_verify(action, pivot)
-            return VerifyResult(1.0, True, self.name, "stopped with an answer (the expert's answer states no fact)")
+            return VerifyResult(1.0, True, self.name, "stopped with an answer; the expert's answer reports nothing a "
+                                "tool returned (a bare confirmation), so there was no fact to check")
         ok, missing = facts_given(answer, facts, float(self.min_recall))
         if ok:
             return VerifyResult(1.0, True, self.name, f"the answer carries {len(facts) - len(missing)} of {len(facts)} facts")

@@ -17,7 +17,7 @@ One module per concept:
 from pivot_envs.episodes.env import (DEFAULT_MAX_TURNS, MAX_ACTION_CHARS, MAX_MESSAGES_CHARS, EpisodeEnv,
                                      episode_spaces)
 from pivot_envs.episodes.policy import SuccessPolicy
-from pivot_envs.episodes.runner import EpisodeStart, episode_starts, run_episodes, summarize_rows
+from pivot_envs.episodes.runner import EpisodeStart, episode_starts, repeated, run_episodes, summarize_rows
 from pivot_envs.episodes.tasks import (BUNDLED, GENERIC_WORLD_KEYS, ExpertOutcome, ExpertOutcomes, TaskSource,
                                        bundled_domain, expert_outcome, resolve_tasks, shared_expert_outcomes,
                                        world_task)
@@ -27,6 +27,6 @@ __all__ = [
     "BUNDLED", "DEFAULT_MAX_TURNS", "DOMAINLESS_VERIFIER", "GENERIC_WORLD_KEYS", "MAX_ACTION_CHARS",
     "MAX_MESSAGES_CHARS", "EpisodeEnv", "EpisodeStart", "ExpertOutcome", "ExpertOutcomes", "SuccessPolicy",
     "TaskSource", "TurnScorer", "bundled_domain", "episode_spaces", "episode_starts", "expert_outcome",
-    "expert_pivot", "resolve_tasks", "run_episodes", "same_observations", "shared_expert_outcomes",
+    "expert_pivot", "repeated", "resolve_tasks", "run_episodes", "same_observations", "shared_expert_outcomes",
     "summarize_rows", "world_task",
 ]

@@ -31,7 +31,9 @@ expert reached (:mod:`pivot_envs.episodes.tasks`). A task that lists no tools ge
 ``reset(seed, options)``: ``{"task_id": ID}`` starts at the task's first turn (the messages up to
 and including the first user message, system prompt kept); ``{"pivot_id": ID}`` starts at a pivot
 of a task (its context; the world replays the context's tool calls); ``{"index": I}`` the I-th
-task; no option: a task drawn with the env's seeded generator.
+task; no option: a task drawn with the env's seeded generator. ``{"repeat": R}`` (with any of them)
+marks the R-th more play of the same start in a run: it only changes the ids of the pivots the agent
+sees (``TASK#R@TURN`` instead of ``TASK@TURN``), so an agent seeded by pivot id samples it anew.
 
 ``step(action)``: the action (model text or an assistant message dict) is parsed with the
 domain's ``parse_action``; its tool calls are executed in the world in order and each result comes
@@ -268,9 +270,13 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
             task_idx = int(options["index"]) % len(self.tasks)
         else:
             task_idx = int(self.np_random.integers(len(self.tasks)))
+        repeat = options.get("repeat", 0)
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 0:
+            raise ValueError(f"options['repeat'] must be an integer >= 0 (which play of this start), got {repeat!r}")
         self._clear()
         self.task = task = self.tasks[task_idx]
         self.pivot_id = pivot_id
+        self.repeat = repeat
         if turn is None:
             first_user = next(i for i, m in enumerate(task.messages) if m.get("role") == "user")
             context = task.messages[: first_user + 1]
@@ -378,6 +384,8 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         k = self._assistant_turns()
         recorded = self.recorded_action()
         meta: dict[str, Any] = {"trajectory_id": self.task.id, "episode": self.episode_id, "episode_turn": k}
+        if self.repeat:
+            meta["episode_repeat"] = self.repeat
         if recorded is not None:
             i = self._recorded[k]
             meta["turn"] = i
@@ -389,7 +397,8 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
             if key in self.task.meta:
                 meta[key] = self.task.meta[key]
         expert = copy.deepcopy(recorded) if recorded is not None else {"role": "assistant", "content": ""}
-        return Pivot(id=f"{self.episode_id}@{k}", domain=self.domain_name, context=copy.deepcopy(self.messages),
+        play = f"{self.episode_id}#{self.repeat}" if self.repeat else self.episode_id
+        return Pivot(id=f"{play}@{k}", domain=self.domain_name, context=copy.deepcopy(self.messages),
                      expert=expert, tools=copy.deepcopy(self._tools), fixture=self.task.fixture, meta=meta)
 
     @property
@@ -427,9 +436,10 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         if self.task is None:
             raise RuntimeError("call reset() before episode_row()")
         return {
-            "id": self.episode_id,
+            "id": f"{self.episode_id}#{self.repeat}" if self.repeat else self.episode_id,
             "task_id": self.task.id,
             "pivot_id": self.pivot_id,
+            "repeat": self.repeat,
             "domain": self.domain_name,
             "success": self.success,
             "reward": None if self.success is None else float(self.success),
@@ -448,6 +458,7 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
     # --- internals -----------------------------------------------------------------
     def _clear(self) -> None:
         self.pivot_id: str | None = None
+        self.repeat = 0
         self.messages: list[Message] = []
         self._encoded: list[tuple[Message, str]] = []  # (message, its JSON) for the observation
         self._tools_json: str | None = None

@@ -14,22 +14,34 @@ from typing import Any, Callable, Iterable, Sequence
 
 from pivot_envs.agents import build_agent
 from pivot_envs.episodes.env import EpisodeEnv
-from pivot_envs.types import stable_hash
 
 
 @dataclass(frozen=True)
 class EpisodeStart:
-    """Where one episode starts: a task's first turn, or one of its pivots."""
+    """Where one episode starts: a task's first turn, or one of its pivots; ``repeat`` tells apart the
+    plays of one start in a run (``repeat`` r > 0 is the r-th more play: its own samples)."""
 
     task_id: str
     pivot_id: str | None = None
+    repeat: int = 0
 
     @property
     def id(self) -> str:
-        return self.pivot_id or self.task_id
+        base = self.pivot_id or self.task_id
+        return f"{base}#{self.repeat}" if self.repeat else base
 
-    def options(self) -> dict[str, str]:
-        return {"pivot_id": self.pivot_id} if self.pivot_id else {"task_id": self.task_id}
+    def options(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pivot_id": self.pivot_id} if self.pivot_id else {"task_id": self.task_id}
+        if self.repeat:
+            out["repeat"] = self.repeat
+        return out
+
+
+def repeated(starts: Sequence[EpisodeStart], repeats: int) -> list[EpisodeStart]:
+    """Every start played ``repeats`` times, each play with its own ``repeat`` index (its own samples)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    return [EpisodeStart(s.task_id, s.pivot_id, r) for r in range(repeats) for s in starts]
 
 
 def episode_starts(env: EpisodeEnv, from_pivots: bool = False) -> list[EpisodeStart]:
@@ -55,8 +67,13 @@ def run_episodes(
 
     Up to ``batch_size`` episodes are live at once, each in its own env (``make_env()``, reused for
     the next start when one finishes); every round advances all live episodes by one turn with ONE
-    ``agent.sample(pivots, 1, seed=...)`` call, seeded from ``seed`` and the round. Resets and steps (world and user-simulator calls)
-    run on ``workers`` threads. ``on_done(row)`` is called as each episode finishes.
+    ``agent.sample(pivots, 1, seed=seed)`` call. Resets and steps (world and user-simulator calls) run on
+    ``workers`` threads. ``on_done(row)`` is called as each episode finishes.
+
+    Results never depend on ``batch_size``, ``workers`` or the order of ``starts``: the agent gets the
+    same ``seed`` at every round, and each pivot's id names its episode (task or pivot, ``repeat``) and
+    turn (:meth:`EpisodeEnv.current_pivot`), so an agent that draws sample ``j`` at pivot ``p`` from
+    ``(seed, p.id, j)`` alone (every built-in agent does) plays each episode the same way in any batch.
     """
     if batch_size < 1 or workers < 1:
         raise ValueError(f"batch_size and workers must be >= 1, got {batch_size} and {workers}")
@@ -97,13 +114,10 @@ def run_episodes(
         while len(envs) < min(batch_size, len(queue)):
             envs.append(make_env())
         live = fill(list(envs))
-        round_ = 0
         while live:
             pivots = [env.current_pivot() for env in live]
-            # a seed per round: agents that seed a sample by (seed, pivot id) would otherwise replay a
-            # repeat of a task that starts in a later round exactly as its first play
-            groups = agent.sample(pivots, 1, seed=int(stable_hash("episode-round", seed, round_), 16) % (2**63))
-            round_ += 1
+            # one seed for every round: the pivot ids (episode, repeat, turn) make each draw its own
+            groups = agent.sample(pivots, 1, seed=seed)
             actions = [g[0].action for g in groups]
             parallel(lambda pair: pair[0].step(pair[1]), list(zip(live, actions)))
             idle = []
