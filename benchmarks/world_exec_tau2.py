@@ -191,7 +191,7 @@ class FastReference:
         return self._contexts[pivot.id]
 
     def run(self, pivot: Pivot, name: str, args: dict[str, Any]) -> tuple[dict[str, _Records], str]:
-        from pivot_envs.verifiers.world_exec import normalize_output
+        from pivot_envs.worlds.base import normalize_output
 
         db = self._layer(self._context(pivot))
         return db, normalize_output(self.reference._run(db, name, args))

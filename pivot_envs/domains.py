@@ -26,7 +26,7 @@ import gymnasium
 from pivot_envs.actions import parse_action
 from pivot_envs.types import Action, Message, Pivot
 from pivot_envs.worlds.base import use_world_keys_of
-from pivot_envs.worlds.registry import refuse_world_instance
+from pivot_envs.worlds.registry import refuse_world_instance, world_plugin_errors
 
 ENTRY_POINT_GROUP = "pivot_envs.domains"
 
@@ -151,7 +151,23 @@ def get_domain(name: str) -> Domain:
     try:
         return _DOMAINS[name]
     except KeyError:
-        raise ValueError(f"unknown domain {name!r}; known: {', '.join(domain_names())}") from None
+        broken = [m for m in _PLUGIN_ERRORS if f"domain plugin {name!r}" in m]
+        if broken:
+            raise ValueError(f"domain {name!r} is an installed plugin that did not load: {broken[0]}") from None
+        raise ValueError(f"unknown domain {name!r}; known: {', '.join(domain_names())}{_broken_note()}") from None
+
+
+def _broken_note() -> str:
+    """``; plugins that did not load: ...`` when a domain or world plugin failed to load, else ``""``: an
+    unknown name may be one of them."""
+    errors = _PLUGIN_ERRORS + world_plugin_errors()
+    return f"; plugins that did not load: {' | '.join(errors)}" if errors else ""
+
+
+def broken_plugins_note() -> str:
+    """What :func:`get_domain`'s error adds for plugins that did not load (``""`` when every plugin loaded)."""
+    load_plugins()
+    return _broken_note()
 
 
 def find_domain(name: str) -> Domain | None:

@@ -109,3 +109,28 @@ def smollm2_serve(smollm2_dir, transformers_server):
     """The session's ``transformers serve`` for the tests of the real model (tests/test_gguf_import.py,
     tests/test_judge.py); requests name ``str(smollm2_dir)`` as the model. Skips without SmolLM2."""
     return transformers_server
+
+
+@pytest.fixture
+def fresh_plugins(monkeypatch):
+    """The domain, world and success-rule registries as a fresh process starts (entry-point plugins not read
+    yet), restored in place afterwards; gymnasium ids registered meanwhile are removed."""
+    import gymnasium
+
+    from pivot_envs import domains, success
+    from pivot_envs.worlds import registry
+
+    env_ids = set(gymnasium.registry)
+    monkeypatch.setattr(domains, "_DOMAINS", dict(domains._DOMAINS))
+    monkeypatch.setattr(domains, "_PLUGINS_LOADED", [])
+    monkeypatch.setattr(domains, "_PLUGIN_ERRORS", [])
+    saved = []
+    for reg in (registry.WORLD_REGISTRY, success.SUCCESS_RULES):
+        monkeypatch.setattr(reg, "_plugins_loaded", False)
+        saved += [(table, dict(table)) for table in (reg._entries, reg._origins, reg._arg_parsers, reg._broken)]
+    yield
+    for table, before in saved:
+        table.clear()
+        table.update(before)
+    for env_id in set(gymnasium.registry) - env_ids:
+        gymnasium.registry.pop(env_id, None)

@@ -182,22 +182,9 @@ def install(site: Path) -> None:
 
 
 @pytest.fixture
-def registries(monkeypatch):
-    """The domain, world and success-rule registries as a fresh process starts (plugins not read yet),
-    restored in place afterwards."""
-    monkeypatch.setattr(domains, "_DOMAINS", dict(domains._DOMAINS))
-    monkeypatch.setattr(domains, "_PLUGINS_LOADED", [])
-    monkeypatch.setattr(domains, "_PLUGIN_ERRORS", [])
-    saved = []
-    for reg in (registry.WORLD_REGISTRY, success.SUCCESS_RULES):
-        monkeypatch.setattr(reg, "_plugins_loaded", False)
-        saved += [(table, dict(table)) for table in (reg._entries, reg._origins, reg._arg_parsers, reg._broken)]
+def registries(fresh_plugins):
+    """The registries as a fresh process starts (tests/conftest.py: fresh_plugins)."""
     yield
-    for table, before in saved:
-        table.clear()
-        table.update(before)
-    for env_id in (ENV_ID, EPISODE_ENV_ID):
-        gymnasium.registry.pop(env_id, None)
 
 
 @pytest.fixture

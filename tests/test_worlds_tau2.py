@@ -312,3 +312,34 @@ def test_verify_world_preset_applies_to_rows_that_name_world_exec(tmp_path, reta
     assert got["same"]["passed"] is True and got["by-name"]["passed"] is True and got["other"]["passed"] is False
     assert not got["same"]["error"] and not got["other"]["error"]
     assert got["clash"]["error"] and "tau2-retail" in got["clash"]["error"]
+
+
+@needs_airline
+def test_verify_world_exec_judges_integral_floats_by_value(tmp_path):
+    """Issue 29: ``total_baggages: 0.0`` for ``0`` books the same reservation (tau2's own model makes 0 of 0.0);
+    JSON has one number type, so the digest and the outputs compare numbers by value."""
+    from pivot_envs.formats.tau2_tasks import read_tau2_tasks, tau2_pivots
+
+    pivot = next(p for p in tau2_pivots(read_tau2_tasks(run_tools=False))
+                 if p.expert["tool_calls"][0]["function"]["name"] == "book_reservation")
+    call = pivot.expert["tool_calls"][0]
+    args = json.loads(call["function"]["arguments"])
+    assert isinstance(args["total_baggages"], int) and isinstance(args["nonfree_baggages"], int)
+
+    def action(**changes):
+        return {"role": "assistant", "tool_calls": [
+            {**call, "function": {**call["function"], "arguments": json.dumps({**args, **changes})}}]}
+
+    base = {"expected": pivot.expert, "context": pivot.context, "tools": pivot.tools,
+            "meta": {"trajectory_id": pivot.meta["trajectory_id"]}}
+    rows = [{**base, "id": "floats", "action": action(total_baggages=float(args["total_baggages"]),
+                                                      nonfree_baggages=float(args["nonfree_baggages"]))},
+            {**base, "id": "more-bags", "action": action(total_baggages=args["total_baggages"] + 1)}]
+    src, out = tmp_path / "rows.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = runner.invoke(app, ["verify", "--verifier", "world_exec", "--world", "tau2-airline", "-i", str(src),
+                                 "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    got = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert got["floats"]["passed"] is True and got["floats"]["error"] is None, got["floats"]
+    assert got["more-bags"]["passed"] is False and got["more-bags"]["error"] is None

@@ -120,7 +120,9 @@ def verify_rows(rows: list[Row], default_verifier: Any) -> list[dict[str, Any]]:
     results = verify_batch([rows[i].action for i in todo], [rows[i].pivot for i in todo],
                            [chosen[i] for i in todo])
     for i, res in zip(todo, results):
-        out[i] = {"id": rows[i].id, **res.to_dict()}
+        # verified_by: the verifier the row was given (its own, the command's or its domain's default); the
+        # result's `verifier` names the part of it that decided (a final_turn's facts or tool_call)
+        out[i] = {"id": rows[i].id, **res.to_dict(), "verified_by": chosen[i].name}
     return [o for o in out if o is not None]
 
 

@@ -117,7 +117,7 @@ class WorldExecVerifier(Verifier):
     def _run(self, pivot: Pivot, calls: list[tuple[str, str]]) -> Outcome:
         world = self._world_for(pivot)
         world.at_pivot(WorldTask.from_pivot(pivot), pivot.context)
-        outputs = tuple(normalize_output(world.call(name, args).content) for name, args in calls)
+        outputs = tuple(world.normalize_output(world.call(name, args).content) for name, args in calls)
         return world.digest(), outputs
 
     def _compare(self, expert: Outcome, cand: Outcome) -> VerifyResult:
@@ -160,14 +160,6 @@ def _calls(message: dict[str, Any]) -> list[tuple[str, str]]:
         args = fn.get("arguments")
         out.append((str(fn.get("name", "")), args if isinstance(args, str) else json.dumps(args or {})))
     return out
-
-
-def normalize_output(content: str) -> str:
-    """Canonical JSON when ``content`` parses as JSON, else its text with whitespace collapsed."""
-    try:
-        return json.dumps(json.loads(content), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    except (json.JSONDecodeError, TypeError):
-        return " ".join(str(content).split())
 
 
 def _short(text: str, limit: int = 60) -> str:

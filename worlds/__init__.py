@@ -9,7 +9,7 @@ zero-argument factory. A World *instance* is refused: it would be shared (see :m
 
 from __future__ import annotations
 
-from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, context_calls
+from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, context_calls, json_by_value, normalize_output
 from pivot_envs.worlds.registry import (
     ENTRY_POINT_GROUP,
     WORLDS,
@@ -49,4 +49,6 @@ __all__ = [
     "world_names",
     "world_origin",
     "world_plugin_errors",
+    "json_by_value",
+    "normalize_output",
 ]

@@ -106,6 +106,28 @@ def _world_keys(domain: str) -> Sequence[str]:
     return _WORLD_KEYS_OF[0](domain)
 
 
+def json_by_value(value: Any) -> Any:
+    """``value`` with JSON numbers compared by value: an integral float is its int (``0.0`` is ``0``; JSON has one
+    number type, and tau2-bench's own models make ``0`` of ``0.0``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: json_by_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_by_value(v) for v in value]
+    return value
+
+
+def normalize_output(content: Any) -> str:
+    """A tool result as worlds compare it: canonical JSON (sorted keys, numbers by value) when it parses as
+    JSON, else its text with whitespace collapsed."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    try:
+        return json.dumps(json_by_value(json.loads(text)), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (json.JSONDecodeError, TypeError, ValueError):
+        return " ".join(str(text).split())
+
+
 class World(ABC):
     """Base class of worlds. Subclasses set ``name`` and implement the four abstract methods below."""
 
@@ -135,6 +157,11 @@ class World(ABC):
         return {"name": self.name}
 
     # ------------------------------------------------------------------ built on the four above
+
+    def normalize_output(self, content: Any) -> str:
+        """A tool result's content as this world compares it (replays, ``world_exec``): by default
+        :func:`normalize_output` (canonical JSON with numbers by value, else whitespace collapsed)."""
+        return normalize_output(content)
 
     def at_pivot(self, task: WorldTask, context: Sequence[Message]) -> list[ToolResult]:
         """:meth:`start` ``task``, then replay every tool call of the assistant turns in ``context``.

@@ -94,7 +94,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping, Sequence
 
-from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, parse_arguments
+from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, json_by_value, parse_arguments
 from pivot_envs.worlds.registry import build_world
 from pivot_envs.worlds.tau2_servers import SHARED_STATE_SERVERS, known_server_defaults
 
@@ -543,7 +543,7 @@ def _maybe_json(text: str) -> Any:
 
 
 def _sha256(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(json_by_value(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

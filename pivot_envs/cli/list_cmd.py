@@ -16,6 +16,7 @@ from rich.table import Table
 from pivot_envs.cli.common import console
 from pivot_envs.domains import all_domains, plugin_errors
 from pivot_envs.envs_data import DATA_DIR
+from pivot_envs.success import SUCCESS_RULES, rule_name, rules_for, success_rule_names
 from pivot_envs.verifiers import verifier_class, verifier_names
 from pivot_envs.worlds import describe_world, describe_world_spec, world_names, world_origin, world_plugin_errors
 
@@ -26,12 +27,14 @@ def list_command() -> None:
     console.print(_domains_table(domains))
     for d in domains:  # printed as lines, not cells: env ids are never cut by a narrow terminal
         ids = ", ".join(i for i in (d.env_id, d.episode_env_id if d.world is not None else None) if i)
-        console.print(f"  [bold]{escape(d.name)}[/]: {escape(ids)} — {escape(d.description)}", highlight=False,
-                      soft_wrap=True)
+        rules = _cell(lambda: ", ".join(r if isinstance(r, str) else rule_name(r) for r in rules_for(d.name)))
+        console.print(f"  [bold]{escape(d.name)}[/]: {escape(ids)} — {escape(d.description)}; task success: "
+                      f"{escape(rules)}", highlight=False, soft_wrap=True)
     console.print("  generic episodes over any world: pivot/Episode-v0 (world=SPEC, tasks=...)", highlight=False,
                   soft_wrap=True)
     console.print(_worlds_table())
     console.print(_verifiers_table())
+    console.print(_success_rules_table())
     _print_plugin_errors()
 
 
@@ -60,11 +63,24 @@ def _worlds_table() -> Table:
 def _verifiers_table() -> Table:
     table = Table(title="verifiers")
     table.add_column("name")
-    table.add_column("what it checks")
+    table.add_column("what it checks", overflow="fold")
     for name in verifier_names():
-        doc = (verifier_class(name).__doc__ or "").strip().splitlines()
-        table.add_row(name, escape(doc[0]) if doc else "")
+        table.add_row(name, escape(first_paragraph(verifier_class(name).__doc__)))
     return table
+
+
+def _success_rules_table() -> Table:
+    table = Table(title="success rules (task success: every rule that applies must pass)")
+    table.add_column("rule")
+    table.add_column("when an episode passes it", overflow="fold")
+    for name in success_rule_names():
+        table.add_row(escape(name), escape(_cell(lambda: first_paragraph(type(SUCCESS_RULES.get(name)).__doc__))))
+    return table
+
+
+def first_paragraph(doc: str | None) -> str:
+    """A docstring's first paragraph as one line (a description never cut mid-sentence)."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
 
 
 def _print_plugin_errors() -> None:

@@ -23,9 +23,17 @@ episodes live at once; world and user-simulator calls on ``--workers`` threads).
 ``id`` (the task id, or the pivot id with ``--from-pivots``), ``task_id``, ``pivot_id``, ``domain``,
 ``success``, ``reward``, ``turns``, ``tool_calls``, ``tool_errors``, ``truncated``, ``error``
 (infrastructure failures only: the world or the user simulator failed; ``success`` is then null),
-``digest`` (the world's final state), ``reason``, ``messages``, ``tools``. The file reads back as
-trajectories (``--tasks OUT``, ``--agent replay:OUT``). Run again with the same ``-o`` to resume:
-rows already there are skipped, new rows are appended.
+``digest`` (the world's final state), ``reason``, ``messages``, ``tools``, and ``run``: who played it
+(the agent's config, the world, the task source, the seed, the user, ``--max-turns``, ``--from-pivots``).
+The file reads back as trajectories (``--tasks OUT``, ``--agent replay:OUT``). Run again with the same
+``-o`` to resume: rows already there are skipped, new rows are appended; a file whose rows another run
+played (another agent, world, tasks or seed) is refused, naming the difference (``--force`` starts over).
+
+With ``--agent replay`` every tool result is compared with the recorded one (after the world's output
+normalisation) while the actions are the recorded ones: rows gain ``tool_results_match``,
+``tool_results_compared``, ``tool_results_matched`` and ``tool_result_mismatch`` (the task, the turn and the
+first difference), the summary the share of results as recorded; ``--strict-replay`` makes a mismatch the
+episode's error.
 """
 
 from __future__ import annotations
@@ -42,12 +50,14 @@ from rich.table import Table
 
 from pivot_envs.agents import build_agent
 from pivot_envs.cli.common import WORLD_HELP, console, err_console, fail, progress, user_errors, world_option
-from pivot_envs.domains import EPISODE_ENTRY_POINT, GENERIC_EPISODE_ENV_ID, domain_names
+from pivot_envs.domains import (EPISODE_ENTRY_POINT, GENERIC_EPISODE_ENV_ID, broken_plugins_note, domain_names,
+                                get_domain)
 from pivot_envs.episode_env import (EpisodeEnv, bundled_domain, episode_starts, resolve_tasks, run_episodes,
                                     summarize_rows)
 from pivot_envs.formats.tau2_tasks import DOMAINS
 from pivot_envs.jsonl import iter_json_lines
 from pivot_envs.users import parse_user_spec
+from pivot_envs.worlds import describe_world_spec
 
 
 def play_command(
@@ -63,6 +73,8 @@ def play_command(
     batch_size: int = typer.Option(16, "--batch-size", help="Episodes live at once, advanced with one agent call per turn (>= 1)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Play only the first N episodes (>= 1)."),
     seed: int = typer.Option(0, "--seed", help="Agent sampling seed."),
+    strict_replay: bool = typer.Option(False, "--strict-replay", help="With --agent replay: an episode whose tool results differ from the recorded ones is an error (without it, the rows and the summary report the mismatches)."),
+    force: bool = typer.Option(False, "--force", help="Start over: replace an existing -o file instead of resuming it."),
 ) -> None:
     """Play whole tasks in their world with an agent: task success, turns and tool calls per episode."""
     for flag, value in (("--max-turns", max_turns), ("--workers", workers), ("--batch-size", batch_size), ("--limit", limit)):
@@ -71,7 +83,7 @@ def play_command(
     env_id = env.split(":", 1)[1] if env.startswith("pivot_envs:") else env
     episode_ids = sorted(k for k, spec in gymnasium.registry.items() if spec.entry_point == EPISODE_ENTRY_POINT)
     if env_id not in gymnasium.registry or gymnasium.registry[env_id].entry_point != EPISODE_ENTRY_POINT:
-        fail(f"--env {env!r} is not an episode env; episode envs: {', '.join(episode_ids)}")
+        fail(f"--env {env!r} is not an episode env; episode envs: {', '.join(episode_ids)}{broken_plugins_note()}")
     domain = gymnasium.registry[env_id].kwargs.get("domain")
     world_spec = world_option(world)
     if env_id == GENERIC_EPISODE_ENV_ID and tasks is None:
@@ -105,6 +117,10 @@ def play_command(
         agent_obj = build_agent(agent)
     except (ValueError, OSError) as exc:
         fail(f"--agent: {_first_line(exc)}")
+    replaying = getattr(agent_obj, "kind", None) == "replay"
+    if strict_replay and not replaying:
+        fail("--strict-replay: only with --agent replay (other agents take other actions than the recorded ones)")
+    run = _run_info(env_id, agent_obj, world_spec, domain, tasks_source, seed, user, max_turns, from_pivots)
     with user_errors():
         def make_env() -> EpisodeEnv:
             return EpisodeEnv(tasks=task_list, domain=domain, world=world_spec, user=user, max_turns=max_turns)
@@ -114,7 +130,10 @@ def play_command(
         first.close()
     if limit is not None:
         starts = starts[:limit]
+    if force and output.exists():
+        output.unlink()
     done_rows = _read_done(output)
+    _check_resume(output, done_rows, run)
     done = {str(r.get("id")) for r in done_rows}
     todo = [s for s in starts if s.id not in done]
     if done:
@@ -125,15 +144,50 @@ def play_command(
         task = bar.add_task("playing episodes", total=len(todo))
 
         def on_done(row: dict[str, Any]) -> None:
+            row["run"] = run
             sink.write(json.dumps(row, ensure_ascii=False) + "\n")
             sink.flush()
             new_rows.append(row)
             bar.update(task, advance=1)
 
         with user_errors():
-            run_episodes(make_env, todo, agent_obj, batch_size=batch_size, workers=workers, seed=seed, on_done=on_done)
+            run_episodes(make_env, todo, agent_obj, batch_size=batch_size, workers=workers, seed=seed, on_done=on_done,
+                         replay_check=("strict" if strict_replay else "report") if replaying else "off")
     wanted = {s.id for s in starts}
     _print_summary([r for r in done_rows + new_rows if str(r.get("id")) in wanted], env_id, output)
+
+
+RUN_KEYS = ("env", "agent", "world", "tasks", "seed", "user", "max_turns", "from_pivots")
+"""What a row records of the run that played it (``row["run"]``): a resume must be the same run."""
+
+
+def _run_info(env_id: str, agent: Any, world_spec: Any, domain: Optional[str], tasks: str, seed: int, user: str,
+              max_turns: int, from_pivots: bool) -> dict[str, Any]:
+    """Who played the rows and on what: the agent's config, the world, the task source (a file as its full
+    path), the seed and the settings that change results."""
+    if world_spec is None and domain:
+        world_spec = describe_world_spec(get_domain(domain).world)
+    path = Path(tasks)
+    tasks = str(path.resolve()) if path.exists() else tasks
+    try:
+        agent_config = agent.config()
+    except ValueError:
+        agent_config = {"kind": getattr(agent, "kind", type(agent).__name__)}
+    values = (env_id, agent_config, world_spec, tasks, seed, user, max_turns, from_pivots)
+    return json.loads(json.dumps(dict(zip(RUN_KEYS, values)), default=str))
+
+
+def _check_resume(output: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> None:
+    """A resumed file must hold rows of this very run; otherwise fail, naming the first difference."""
+    for row in rows:
+        before = row.get("run")
+        if not isinstance(before, dict):
+            fail(f"-o {output}: its rows do not record who played them (written before play recorded its runs, or "
+                 f"by another command), so they cannot be resumed; use --force to start over, or another -o")
+        for key in RUN_KEYS:
+            if before.get(key) != run[key]:
+                fail(f"-o {output}: its rows were played with {key} {json.dumps(before.get(key))}, this run has "
+                     f"{key} {json.dumps(run[key])}; use --force to start over, or another -o")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -181,11 +235,20 @@ def _print_summary(rows: list[dict[str, Any]], env_id: str, output: Path) -> Non
     table.add_column("")
     for name, _ in columns:
         table.add_column(name, justify="right")
-    for label, key, cell in (("episodes", "episodes", str), ("task success", "success", fmt), ("errors", "errors", str),
-                             ("truncated", "truncated", str), ("turns (mean)", "turns_mean", fmt),
-                             ("tool calls (mean)", "tool_calls_mean", fmt)):
-        table.add_row(label, *(cell(s[key]) for _, s in columns))
+    rows_shown = [("episodes", "episodes", str), ("task success", "success", fmt), ("errors", "errors", str),
+                  ("truncated", "truncated", str), ("turns (mean)", "turns_mean", fmt),
+                  ("tool calls (mean)", "tool_calls_mean", fmt)]
+    if "tool_results_compared" in summary["overall"]:
+        rows_shown += [("tool results compared", "tool_results_compared", str),
+                       ("  as recorded (share)", "tool_results_match_share", fmt)]
+    for label, key, cell in rows_shown:
+        table.add_row(label, *(cell(s.get(key)) for _, s in columns))
     console.print(table)
+    mismatched = [r for r in rows if r.get("tool_results_match") is False]
+    if mismatched:
+        err_console.print(f"[yellow]{len(mismatched)} replayed episode(s) got tool results that differ from the recorded "
+                          f"ones[/] (the world is not in the recorded state?); first: {mismatched[0]['tool_result_mismatch']}",
+                          highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,7 @@ import gzip
 import json
 import math
 import zlib
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
@@ -181,7 +182,8 @@ def _maybe_json(text: str):
 
 def _print_report(rep, functional: list[dict]) -> None:
     data = rep.to_dict()
-    name = next((r["verifier"] for r in functional if not r.get("error")), "?")
+    used = Counter(str(r.get("verified_by") or r.get("verifier") or "?") for r in functional if not r.get("error"))
+    name = ", ".join(f"{v}: {n} rows" for v, n in used.most_common()) if len(used) > 1 else next(iter(used), "?")
     table = Table(title="miss-rate report")
     table.add_column("")
     table.add_column("value", justify="right")

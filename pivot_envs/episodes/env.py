@@ -83,6 +83,7 @@ import gymnasium
 from pivot_envs.actions import parse_action
 from pivot_envs.domains import domain_names, get_domain
 from pivot_envs.episodes.policy import SuccessPolicy
+from pivot_envs.episodes.replay_check import ReplayCheck, check_replay
 from pivot_envs.episodes.tasks import (ExpertOutcome, TaskSource, bundled_domain, resolve_tasks,
                                        shared_expert_outcomes, world_task)
 from pivot_envs.episodes.turns import TurnScorer, turn_verifier
@@ -283,6 +284,7 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         else:
             context = task.messages[:turn]
         self.messages = copy.deepcopy(list(context))
+        self.start_messages = len(self.messages)
         self._recorded = [i for i, m in enumerate(task.messages) if m.get("role") == "assistant"]
         self._guard(self._start, task, context)
         if self.render_mode == "human":
@@ -430,6 +432,14 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
         index = self.pivot_index()
         return [p.id for p in pivots if p.id in index]
 
+    def replay_check(self) -> ReplayCheck:
+        """The episode's tool results compared with the task's recorded ones while its actions were the
+        recorded actions (:func:`pivot_envs.episodes.replay_check.check_replay`)."""
+        if self.task is None:
+            raise RuntimeError("call reset() before replay_check()")
+        return check_replay(self.episode_id, self.messages, self.task.messages, self.start_messages,
+                            self.world.normalize_output)
+
     def episode_row(self) -> dict[str, Any]:
         """The finished episode as one JSONL row (what ``pivot-envs play`` writes; it reads back as a
         trajectory: ``messages``, ``tools``, ``reward``, the rest in ``meta``)."""
@@ -458,6 +468,7 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
     # --- internals -----------------------------------------------------------------
     def _clear(self) -> None:
         self.pivot_id: str | None = None
+        self.start_messages = 0
         self.repeat = 0
         self.messages: list[Message] = []
         self._encoded: list[tuple[Message, str]] = []  # (message, its JSON) for the observation

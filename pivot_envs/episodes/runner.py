@@ -61,6 +61,7 @@ def run_episodes(
     workers: int = 1,
     seed: int = 0,
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    replay_check: str = "off",
 ) -> list[dict[str, Any]]:
     """Play every start with ``agent``; returns the episode rows (:meth:`EpisodeEnv.episode_row`) in
     the order the episodes finished.
@@ -70,6 +71,10 @@ def run_episodes(
     ``agent.sample(pivots, 1, seed=seed)`` call. Resets and steps (world and user-simulator calls) run on
     ``workers`` threads. ``on_done(row)`` is called as each episode finishes.
 
+    ``replay_check``: ``"report"`` adds to every row how its tool results compare with the task's recorded
+    ones (:meth:`EpisodeEnv.replay_check`: ``tool_results_match``, ``tool_result_mismatch``, ...);
+    ``"strict"`` also makes a mismatch the episode's ``error`` (its success then ``None``); ``"off"``: neither.
+
     Results never depend on ``batch_size``, ``workers`` or the order of ``starts``: the agent gets the
     same ``seed`` at every round, and each pivot's id names its episode (task or pivot, ``repeat``) and
     turn (:meth:`EpisodeEnv.current_pivot`), so an agent that draws sample ``j`` at pivot ``p`` from
@@ -77,6 +82,8 @@ def run_episodes(
     """
     if batch_size < 1 or workers < 1:
         raise ValueError(f"batch_size and workers must be >= 1, got {batch_size} and {workers}")
+    if replay_check not in REPLAY_CHECKS:
+        raise ValueError(f"replay_check must be one of {', '.join(REPLAY_CHECKS)}, got {replay_check!r}")
     agent = build_agent(agent)
     queue = deque(starts)
     envs: list[EpisodeEnv] = []
@@ -90,6 +97,8 @@ def run_episodes(
 
     def finish(env: EpisodeEnv) -> None:
         row = env.episode_row()
+        if replay_check != "off":
+            check_row(env, row, strict=replay_check == "strict")
         rows.append(row)
         if on_done is not None:
             on_done(row)
@@ -137,14 +146,32 @@ def run_episodes(
     return rows
 
 
+REPLAY_CHECKS = ("off", "report", "strict")
+
+
+def check_row(env: EpisodeEnv, row: dict[str, Any], strict: bool) -> None:
+    """Add the episode's replay check to ``row``; with ``strict`` a mismatch becomes the episode's error."""
+    check = env.replay_check()
+    row.update(check.row_fields())
+    if strict and check.match is False and row.get("error") is None:
+        row["error"] = f"replay: a tool result differs from the recorded one: {check.mismatch}"
+        row["success"] = row["reward"] = None
+
+
 def summarize_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Task success per domain and over all rows: ``{"domains": {d: summary}, "overall": summary}``,
     a summary being ``{"episodes", "success" (over episodes without an error), "errors", "truncated",
-    "turns_mean", "tool_calls_mean"}``."""
+    "turns_mean", "tool_calls_mean"}``, and with replay checks ``tool_results_compared`` and
+    ``tool_results_match_share`` (the share of compared tool results that were as recorded)."""
 
     def summary(group: Sequence[dict[str, Any]]) -> dict[str, Any]:
         scored = [r for r in group if r.get("error") is None and r.get("success") is not None]
-        return {
+        compared = sum(int(r.get("tool_results_compared") or 0) for r in group)
+        replay = {} if not any("tool_results_compared" in r for r in group) else {
+            "tool_results_compared": compared,
+            "tool_results_match_share": (sum(int(r.get("tool_results_matched") or 0) for r in group) / compared
+                                         if compared else float("nan"))}
+        return {**replay,
             "episodes": len(group),
             "success": (sum(bool(r["success"]) for r in scored) / len(scored)) if scored else float("nan"),
             "errors": len(group) - len(scored),

@@ -47,7 +47,7 @@ from typing import Any
 from pivot_envs.formats.infer_tools import infer_tools
 from pivot_envs.jsonl import BadRowError, ReadReport
 from pivot_envs.types import Message, Pivot, Trajectory
-from pivot_envs.verifiers.world_exec import normalize_output
+from pivot_envs.worlds.base import json_by_value, normalize_output
 from pivot_envs.worlds.base import WorldTask
 from pivot_envs.worlds.mcp import tau2_airline_probes
 from pivot_envs.worlds.tau2 import TAU2_DOMAINS, tau2_probes, tau2_world
@@ -305,7 +305,7 @@ class Tau2Reference:
             for call in (message.get("tool_calls") or []) if message.get("role") == "assistant" else []:
                 self._run(db, call["function"]["name"], json.loads(call["function"]["arguments"] or "{}"))
         outputs = [normalize_output(self._run(db, name, args)) for name, args in calls]
-        return json.dumps(db, sort_keys=True), outputs
+        return json.dumps(json_by_value(db), sort_keys=True), outputs  # JSON numbers by value, as the worlds compare
 
     def _run(self, db: dict[str, Any], name: str, args: dict[str, Any]) -> str:
         try:
