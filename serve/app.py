@@ -13,7 +13,9 @@ Faces:
   ``GET /sessions``, ``DELETE /sessions/{id}``;
 * OpenEnv (:mod:`pivot_envs.serve.openenv`): every env under ``/openenv/NAME`` (``/reset``, ``/step``,
   ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``, ``WS /ws``, ``/openapi.json``); ``GET /openenv``;
-* rollouts as a service, when :mod:`pivot_envs.serve.rollouts` exists (its ``build_router(state)``).
+* rollouts as a service, when :mod:`pivot_envs.serve.rollouts` exists (its ``build_router(state)``);
+* with ``policy``: the harness endpoint (:mod:`pivot_envs.serve.harness`): ``POST /harness/rollouts`` opens a
+  rollout with its own OpenAI-compatible ``base_url`` and its world over MCP (``mcp_url``).
 
 Errors: a malformed body is a 4xx whose JSON ``detail`` names the field (FastAPI's 422 ``loc`` for
 pydantic bodies; ``{"field", "message"}`` otherwise); an unknown session is a 404; an unknown env id a
@@ -231,7 +233,9 @@ class StepManyBody(BaseModel):
 
 # ------------------------------------------------------------------------------------- app
 def create_app(domains: list[str] | None = None, verifier: Any = None, *, session_ttl_s: float = 600.0,
-               max_sessions: int = 4096, include_rollouts: bool = True, fast_verify: bool = True) -> FastAPI:
+               max_sessions: int = 4096, include_rollouts: bool = True, fast_verify: bool = True,
+               policy: str | dict[str, Any] | None = None, harness_idle_timeout_s: float = 600.0,
+               harness_max_turns: int = 30) -> FastAPI:
     """The serve app.
 
     Args:
@@ -243,6 +247,10 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
         include_rollouts: mount :mod:`pivot_envs.serve.rollouts` when it exists.
         fast_verify: answer ``POST /verify`` and ``/verify_batch`` by :class:`VerifyFastPath` (the same
             bytes as the FastAPI routes, with less work per request); ``False``: by the FastAPI routes.
+        policy: an agent spec: serve the harness endpoint (``/harness/rollouts``) with this policy answering
+            (``hf:DIR``, ``vllm:MODEL``, ``replay``, or ``openai:MODEL@URL`` to forward); ``None``: no endpoint.
+        harness_idle_timeout_s: a harness rollout idle this long is abandoned (its world freed).
+        harness_max_turns: model calls a harness rollout may make.
     """
     if domains:
         chosen = [get_domain(d) for d in domains]  # KeyError/ValueError names unknown domains
@@ -258,10 +266,19 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
                        sessions=SessionStore(env_ids, verifier=verifier, ttl_s=session_ttl_s, max_sessions=max_sessions),
                        metrics=Metrics(), env_ids=env_ids)
     verify_domain = "tool_use" if "tool_use" in state.domains or not state.domains else state.domains[0]
+    harness_endpoint = None
+    if policy is not None:
+        from pivot_envs.serve.harness import build_endpoint  # the harness face: the mcp SDK, a policy engine
+
+        harness_endpoint = build_endpoint(policy, [k for k, kind in env_ids.items() if kind == "episode"],
+                                          idle_timeout_s=harness_idle_timeout_s, max_turns=harness_max_turns)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
-        yield
+        async with contextlib.AsyncExitStack() as stack:
+            if harness_endpoint is not None:
+                await stack.enter_async_context(harness_endpoint.running())
+            yield
         if verify_pool is not None:
             verify_pool.shutdown(wait=False)
         state.sessions.close_all()
@@ -363,6 +380,11 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
 
     # ---- OpenEnv: every env under /openenv/NAME (pivot_envs.serve.openenv)
     app.state.openenv = openenv.include(app, state)
+
+    # ---- the harness endpoint (pivot_envs.serve.harness)
+    if harness_endpoint is not None:
+        harness_endpoint.include(app)
+        app.state.harness = harness_endpoint
 
     # ---- rollouts as a service (another module; mounted when present)
     if include_rollouts and importlib.util.find_spec(ROLLOUTS_MODULE) is not None:

@@ -32,6 +32,17 @@ One step::
 
 Every metrics row counts ``rollout_turns`` (model calls: sampled turns), ``tool_calls`` and
 ``cumulative_rollout_turns``, the axis on which the demo compares PivotRL with E2E RL.
+
+**From an external harness** (``harness``: a command template, or ``train_episode_rl(config, harness=fn)``):
+the groups are not played by the trainer's own loop but by the harness, G times per task at once, each run
+against its own rollout endpoint (:mod:`pivot_envs.trainers.harness_source`: an OpenAI-compatible
+``base_url`` answered by the trainer's sampler, the task's world over MCP). The rows are the captured calls:
+each call's prompt token ids and sampled tokens, with the captured log-probs as the behaviour log-probs
+(the engine mismatch is measured and the truncated importance correction applied, as with
+``rollout_engine: vllm``); the weights are synced before every step as usual. Metrics rows gain
+``harness``, ``retokenized_calls``, ``capture_overhead_ms``, ``harness_failures``, ``harness_abandoned``,
+``uncaptured_tool_calls`` and ``unexecuted_tool_calls``. ARPO does not apply (a harness's state cannot be
+branched).
 """
 
 from __future__ import annotations
@@ -40,7 +51,7 @@ import logging
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from pivot_envs.config import ConfigError
@@ -117,6 +128,28 @@ class EpisodeRLConfig(PolicyConfig):
     rewards are all equal still trains when its turn rewards differ. Task success ends in [-1/std, 1/std]
     under ``grpo``; ``w = 0.5`` lets a right or wrong on-path action move a turn by up to half a unit."""
 
+    world: str | None = None
+    """The world the episodes are played in (a world spec: ``tau2-airline``, ``mcp:COMMAND``...), for tasks of no
+    built-in domain (``tasks`` must then be a trajectory file); the episodes are then generic (the default action
+    parser, the ``state`` and ``facts`` success rules, the ``tool_call`` turn verifier) and ``domain`` is not used.
+    ``None``: the domain's world."""
+
+    harness: str | list[str] | None = None
+    """An external harness that plays the episodes (issue 28): a command template (a string split like a shell,
+    or a list) with the placeholders ``{base_url}``, ``{mcp_url}``, ``{task_file}``, ``{rollout_id}``,
+    ``{task_id}``, ``{task}``, ``{system}``, ``{model}``, ``{workdir}``; ``None``: the trainer's own loop. A Python
+    callable is passed to :func:`train_episode_rl` as ``harness=``. Needs FastAPI, uvicorn and mcp
+    (``pip install 'pivot-envs[serve,mcp]'``)."""
+
+    harness_timeout_s: float = 300.0
+    """Seconds one harness run may take; past it the run is killed and its rollout abandoned (an error)."""
+
+    harness_concurrency: int | None = None
+    """Harness runs in flight at once (``None``: all of a step's ``tasks_per_step * group_size``)."""
+
+    harness_env: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables of the harness processes."""
+
     def __post_init__(self) -> None:
         old = self.pivots_per_step
         if old is not None:  # the deprecated spelling: moved to tasks_per_step
@@ -148,6 +181,16 @@ class EpisodeRLConfig(PolicyConfig):
                               f"group_size ({self.group_size}), the budget of rollouts per task")
         if self.arpo_beta < 0:
             raise ConfigError(f"EpisodeRLConfig.arpo_beta = {self.arpo_beta} is invalid: it must be >= 0")
+        if self.harness is not None and self.rollout == "arpo":
+            raise ConfigError("EpisodeRLConfig.rollout = 'arpo' does not apply with a harness: ARPO branches a rollout "
+                              "at a state, and an external harness's state cannot be branched; use rollout: group")
+        if not isinstance(self.harness_timeout_s, (int, float)) or self.harness_timeout_s <= 0:
+            raise ConfigError(f"EpisodeRLConfig.harness_timeout_s = {self.harness_timeout_s!r} is invalid: it must be "
+                              "a number of seconds > 0")
+        if self.harness_concurrency is not None and (not isinstance(self.harness_concurrency, int)
+                                                     or self.harness_concurrency < 1):
+            raise ConfigError(f"EpisodeRLConfig.harness_concurrency = {self.harness_concurrency!r} is invalid: it must "
+                              "be an integer >= 1 or null")
         if not isinstance(self.turn_credit, (int, float)) or not math.isfinite(self.turn_credit) or self.turn_credit < 0:
             raise ConfigError(f"EpisodeRLConfig.turn_credit = {self.turn_credit!r} is invalid: it must be a number "
                               ">= 0 (0: plain E2E)")
@@ -162,10 +205,12 @@ class EpisodeRLConfig(PolicyConfig):
 
 
 def train_episode_rl(config: EpisodeRLConfig | dict[str, Any],
-                     on_step: Callable[[dict[str, Any]], None] | None = None, *, vllm_llm: Any = None) -> TrainResult:
+                     on_step: Callable[[dict[str, Any]], None] | None = None, *, vllm_llm: Any = None,
+                     harness: Any = None) -> TrainResult:
     """Train with end-to-end RL (or ARPO) on episodes; ``on_step(row)`` after every step (``vllm_llm``: as
-    :func:`~pivot_envs.trainers.pivotrl.train_pivotrl`)."""
-    return EpisodeRLTrainer(config, on_step=on_step, vllm_llm=vllm_llm).train()
+    :func:`~pivot_envs.trainers.pivotrl.train_pivotrl`; ``harness``: a callable ``fn(run)`` playing each
+    episode, instead of ``config.harness``'s command)."""
+    return EpisodeRLTrainer(config, on_step=on_step, vllm_llm=vllm_llm, harness=harness).train()
 
 
 def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float], turn_credit: float = 0.0) -> list[Row]:
@@ -206,7 +251,7 @@ class EpisodeRLTrainer:
     resumes like the pivot order) and metrics file as :class:`~.pivotrl.PivotRLTrainer`'s."""
 
     def __init__(self, config: EpisodeRLConfig | dict[str, Any],
-                 on_step: Callable[[dict[str, Any]], None] | None = None, *, vllm_llm: Any = None):
+                 on_step: Callable[[dict[str, Any]], None] | None = None, *, vllm_llm: Any = None, harness: Any = None):
         cfg = self.config = config if isinstance(config, EpisodeRLConfig) else EpisodeRLConfig.from_dict(config)
         if not cfg.model:
             raise ConfigError("EpisodeRLConfig.model is empty: set model to a model folder (save_pretrained) or hub id")
@@ -220,6 +265,7 @@ class EpisodeRLTrainer:
         self.agent = self.rollout.agent
         if cfg.sampling_batch_size is None and self.rollout.name == "hf":  # one generate call per round
             self.agent.settings.batch_size = cfg.tasks_per_step * cfg.group_size
+        self.harness = self._harness_source(harness) if (harness is not None or cfg.harness is not None) else None
 
     # the policy's parts, as attributes of the trainer (they live in ``policy_update``)
     policy = property(lambda self: self.policy_update.policy, doc="The policy.")
@@ -227,13 +273,38 @@ class EpisodeRLTrainer:
     updates = property(lambda self: self.policy_update.updates, doc="Optimiser updates so far.")
 
     # ------------------------------------------------------------------ setup
+    def _harness_source(self, harness: Any) -> Any:
+        """The external harness's rollout source, on its own endpoint answered by this trainer's sampler."""
+        cfg = self.config
+        try:
+            from pivot_envs.trainers import harness_source  # FastAPI, uvicorn and mcp: only with a harness
+        except ImportError as exc:
+            raise ConfigError(f"EpisodeRLConfig.harness needs the harness endpoint's packages ({exc}): "
+                              "pip install 'pivot-envs[serve,mcp]'") from None
+        if cfg.rollout == "arpo":
+            raise ConfigError("EpisodeRLConfig.rollout = 'arpo' does not apply with a harness (its state cannot be "
+                              "branched); use rollout: group")
+        spec = harness_source.HarnessSpec.build(harness if harness is not None else cfg.harness,
+                                                timeout_s=cfg.harness_timeout_s, env=cfg.harness_env)
+        if self.rollout.name == "hf":  # the behaviour log-probs of every captured call
+            self.agent.settings.logprobs = "sampling"
+        self._to_rollouts = harness_source.to_rollouts
+        return harness_source.local_harness_source(
+            self.agent, self.make_env, spec, version=lambda: self.rollout.policy_version, max_turns=cfg.max_turns,
+            score_turns=cfg.turn_credit > 0, concurrency=cfg.harness_concurrency, seed=cfg.seed)
+
     def _load_data(self) -> None:
         cfg = self.config
         self.domain = get_domain(cfg.domain)
-        if self.domain.world is None:
+        if cfg.world is not None:
+            if not cfg.tasks:
+                raise ConfigError(f"EpisodeRLConfig.world = {cfg.world!r} needs tasks: a trajectory file of that "
+                                  "world's tasks (e.g. written from pivot_envs.formats.tau2_tasks.read_tau2_tasks)")
+        elif self.domain.world is None:
             raise ConfigError(f"domain {cfg.domain!r} has no world: end-to-end RL needs one (domains with worlds: "
-                              "tool_use, terminal, swe, search)")
-        self.tasks = resolve_tasks(cfg.tasks, domain=self.domain.name, split=cfg.split)
+                              "tool_use, terminal, swe, search), or set world")
+        self.tasks = resolve_tasks(cfg.tasks, domain=None if cfg.world is not None else self.domain.name,
+                                   split=cfg.split)
         if not self.tasks:
             raise ConfigError(f"no tasks in {cfg.tasks or f'the bundled {cfg.split!r} split of {cfg.domain!r}'}")
         self.task_by_id = {t.id: t for t in self.tasks}
@@ -251,8 +322,12 @@ class EpisodeRLTrainer:
     def make_env(self) -> EpisodeEnv:
         """A fresh episode env over the run's tasks (rewards are task success; with ``turn_credit`` the env
         also scores each on-path turn with the domain's verifier, a sandbox run for terminal)."""
-        return EpisodeEnv(tasks=self.tasks, domain=self.domain.name, user=self.config.user,
-                          max_turns=self.config.max_turns, score_turns=self.config.turn_credit > 0)
+        cfg = self.config
+        if cfg.world is not None:
+            return EpisodeEnv(tasks=self.tasks, world=cfg.world, user=cfg.user, max_turns=cfg.max_turns,
+                              score_turns=cfg.turn_credit > 0)
+        return EpisodeEnv(tasks=self.tasks, domain=self.domain.name, user=cfg.user,
+                          max_turns=cfg.max_turns, score_turns=cfg.turn_credit > 0)
 
     def entropy_fn(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[float]:
         """Normalised entropy (mean over the given tokens of H / log V) of the policy at each row's tokens."""
@@ -260,8 +335,12 @@ class EpisodeRLTrainer:
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> TrainResult:
-        """Run the remaining steps (see :func:`~.run_loop.run_steps`)."""
-        return run_steps(self)
+        """Run the remaining steps (see :func:`~.run_loop.run_steps`); a harness's endpoint stops at the end."""
+        try:
+            return run_steps(self)
+        finally:
+            if self.harness is not None:
+                self.harness.close()
 
     def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.config
@@ -271,10 +350,14 @@ class EpisodeRLTrainer:
         st = EpisodeStepStats()
         sync_s = self.rollout.sync(self.policy_update.module, self.updates)
         version = self.rollout.policy_version
+        harness_fields: dict[str, Any] = {}
         with self.policy_update.autocast():
-            groups, stats = play_groups(self.make_env, self.agent, tasks, self.plan,
-                                        seed=sampling_seed(cfg.seed, step, 0, 0),
-                                        entropy_fn=self.entropy_fn if self.plan.arpo is not None else None)
+            if self.harness is not None:
+                groups, stats, harness_fields = self._play_harness(tasks)
+            else:
+                groups, stats = play_groups(self.make_env, self.agent, tasks, self.plan,
+                                            seed=sampling_seed(cfg.seed, step, 0, 0),
+                                            entropy_fn=self.entropy_fn if self.plan.arpo is not None else None)
         t_sample = time.perf_counter() - t0
         self._count(groups, stats, st)
         rows: list[Row] = []
@@ -296,7 +379,7 @@ class EpisodeRLTrainer:
         st.used_rows += len(rows)
         t2 = time.perf_counter()
         lr = self.policy_update.lr
-        update = self.policy_update.update(rows, engine=self.rollout.name)
+        update = self.policy_update.update(rows, engine="harness" if self.harness is not None else self.rollout.name)
         t_update = time.perf_counter() - t2
         st.add_update(update)
         total = st.reduced(self.dist)
@@ -325,8 +408,26 @@ class EpisodeRLTrainer:
             sample_s=t_sample, score_s=0.0, update_s=t_update, step_s=step_s,
             tokens_per_s=total.completion_tokens / step_s if step_s > 0 else None,
             **engine_fields(self.rollout, total, version, sync_s, t_sample, step_s),
+            **harness_fields,
         )
         return row
+
+    def _play_harness(self, tasks: Sequence[Any]) -> tuple[list[list[Rollout]], RolloutStats, dict[str, Any]]:
+        """The step's groups played by the external harness, and the metrics row's harness columns."""
+        outcomes, h = self.harness.play([{"task_id": t.id} for t in tasks], self.config.group_size)
+        groups = self._to_rollouts(outcomes)
+        stats = RolloutStats(rollout_turns=h.calls, tool_calls=sum(r.tool_calls for g in groups for r in g),
+                             rollouts=h.runs)
+        for group, outs in zip(groups, outcomes):
+            for r, o in zip(group, outs):
+                if r.error:
+                    log.warning("harness run on task %s: %s%s", o.task_id, r.error,
+                                f"; stderr: {o.stderr_tail[-300:]}" if o.stderr_tail else "")
+        fields = {"harness": self.harness.harness.name, "retokenized_calls": h.retokenized_calls,
+                  "capture_overhead_ms": h.capture_overhead_ms, "harness_failures": h.harness_failures,
+                  "harness_abandoned": h.abandoned, "uncaptured_tool_calls": h.uncaptured_tool_calls,
+                  "unexecuted_tool_calls": h.unexecuted_tool_calls}
+        return groups, stats, fields
 
     def _count(self, groups: list[list[Rollout]], stats: RolloutStats, st: EpisodeStepStats) -> None:
         """Reward and cost counters of the step's rollouts (``reward_*`` are task-success figures)."""

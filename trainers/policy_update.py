@@ -143,8 +143,8 @@ class PolicyUpdate:
 
     # ------------------------------------------------------------------ the update
     def update(self, rows: list[Row], engine: str = "hf") -> UpdateResult:
-        """``num_iterations`` optimiser updates over ``rows`` (``engine``: the rollout engine that sampled them;
-        ``vllm`` rows carry the engine's log-probs for the mismatch and its correction)."""
+        """``num_iterations`` optimiser updates over ``rows`` (``engine``: who sampled them; rows of any engine but
+        ``hf`` (``vllm``, ``harness``) carry that sampler's log-probs for the mismatch and its correction)."""
         cfg, world = self.config, self.dist.world_size
         module = self.module
         local_norm = len(rows) if cfg.loss_agg == "sample" else sum(len(r.completion) for r in rows)
@@ -165,9 +165,10 @@ class PolicyUpdate:
         old: list[torch.Tensor | None] = [None] * len(batches)
         ref: list[torch.Tensor | None] = [None] * len(batches)
         recompute = cfg.old_logprobs == "recompute" or (cfg.old_logprobs == "auto" and cfg.num_iterations > 1)
+        external = engine != "hf"  # another sampler ("vllm", a "harness" endpoint): its rows carry its log-probs
         engine_lp = [engine_logprobs([rows[i].sampler_logprobs for i in c], b) if b is not None else None
-                     for c, b in zip(chunks, batches)] if engine == "vllm" else [None] * len(batches)
-        correct = engine == "vllm" and cfg.rollout_is_correction
+                     for c, b in zip(chunks, batches)] if external else [None] * len(batches)
+        correct = external and cfg.rollout_is_correction
         with torch.no_grad(), self.autocast():
             for k, (c, b) in enumerate(zip(chunks, batches)):
                 if b is None:

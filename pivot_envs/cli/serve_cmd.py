@@ -3,7 +3,9 @@
 NeMo Gym's resources-server protocol (``/seed_session``, ``/verify``, ``/verify_batch``), gymnasium
 over HTTP (``/reset``, ``/step``, ``/step_many``, ``DELETE /sessions/{id}``), every env as an OpenEnv
 environment (``/openenv/NAME``: ``/reset``, ``/step``, ``/state``, ``WS /ws``...), ``/health`` and
-``/metrics`` (Prometheus text; ``?format=json``). See :mod:`pivot_envs.serve.app`.
+``/metrics`` (Prometheus text; ``?format=json``); with ``--policy AGENT_SPEC`` the harness endpoint
+(``/harness/rollouts``: a per-rollout OpenAI-compatible ``base_url`` and the task's world over MCP). See
+:mod:`pivot_envs.serve.app` and :mod:`pivot_envs.serve.harness`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import List, Optional
 
 import typer
 
+from pivot_envs.agents.spec import parse_agent_spec
 from pivot_envs.cli.common import WORLD_HELP, err_console, fail
 from pivot_envs.cli.verify_cmd import _spec, _world_exec_spec
 from pivot_envs.domains import domain_names
@@ -31,6 +34,14 @@ def serve_command(
     world: Optional[str] = typer.Option(None, "--world", help="With --verifier world_exec: the world that executes the calls of /verify and the pivot envs. " + WORLD_HELP),
     session_ttl: float = typer.Option(600.0, "--session-ttl", min=1.0, help="Seconds after which an idle gym session is closed."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+    policy: Optional[str] = typer.Option(None, "--policy", help="Serve the harness endpoint (POST /harness/rollouts: "
+                                         "a per-rollout OpenAI-compatible base_url and the task's world over MCP) with "
+                                         "this agent answering: hf:MODEL_DIR, vllm:MODEL, replay, or openai:MODEL@URL "
+                                         "to forward to a server. Needs --workers 1."),
+    harness_idle_timeout: float = typer.Option(600.0, "--harness-idle-timeout", min=1.0, help="Seconds after which "
+                                               "an idle harness rollout is abandoned (its world freed)."),
+    harness_max_turns: int = typer.Option(30, "--harness-max-turns", min=1, help="Model calls a harness rollout may "
+                                          "make."),
 ) -> None:
     """Serve the envs and verifiers over HTTP (NeMo Gym resources server, gymnasium over HTTP, OpenEnv)."""
     try:
@@ -49,7 +60,16 @@ def serve_command(
     for d in domain or []:
         if d not in known:
             fail(f"--domain {d}: unknown domain; known: {', '.join(known)}")
+    if policy is not None:
+        if workers > 1:
+            fail(f"--policy with --workers {workers}: harness rollouts live in one process; use --workers 1")
+        try:
+            parse_agent_spec(policy)
+        except ValueError as exc:
+            fail(f"--policy {policy}: {exc}")
     settings = {"domains": list(domain) if domain else None, "verifier": spec, "session_ttl_s": session_ttl}
+    if policy is not None:
+        settings.update(policy=policy, harness_idle_timeout_s=harness_idle_timeout, harness_max_turns=harness_max_turns)
     from pivot_envs.serve.app import CONFIG_ENV, create_app  # the serve extra: imports FastAPI at its top
 
     if workers > 1:
