@@ -28,6 +28,16 @@ Keys of a row (every value summed or averaged over all processes)::
     train_tokens, train_tokens_per_s  tokens (prompt + completion, no padding) through the policy's forward and
                                       backward passes of the update (all iterations), and their rate over update_s
                                       (which also holds the pi_old / reference forwards: a lower bound)
+
+Rows of the episode trainer with an external harness (``harness:``, :mod:`pivot_envs.trainers.harness_source`)
+add::
+
+    harness                           the harness command (or callable) that played the step's episodes
+    retokenized_calls                 captured calls whose prompt did not extend the previous prompt + completion
+    capture_overhead_ms               the endpoint's own time per call (latency - sampling - queue wait)
+    harness_failures, harness_abandoned   runs that exited non-zero (scored); runs killed or timed out (errors)
+    uncaptured_tool_calls             tool calls the harness made that no model call asked for
+    unexecuted_tool_calls             tool calls the model asked for that the harness never ran
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ from typing import Any, Iterable
 log = logging.getLogger("pivot_envs.trainers")
 
 TIMING_KEYS = ("sample_s", "score_s", "update_s", "step_s", "tokens_per_s", "weight_sync_s", "sample_share",
-               "sample_tokens_per_s", "train_tokens_per_s")
+               "sample_tokens_per_s", "train_tokens_per_s", "capture_overhead_ms")
 """Keys that measure wall time (they differ between two runs that are otherwise identical)."""
 
 
