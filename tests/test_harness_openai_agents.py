@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -25,7 +26,7 @@ from conftest import ROOT  # noqa: E402
 from pivot_envs.agents.spec import build_agent  # noqa: E402
 from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
 from pivot_envs.formats import write_trajectories  # noqa: E402
-from pivot_envs.formats.tau2_tasks import read_tau2_tasks  # noqa: E402
+from pivot_envs.formats.tau2_tasks import default_tasks_path, read_tau2_tasks  # noqa: E402
 from pivot_envs.trainers.harness_replay import replay_rollout  # noqa: E402
 from pivot_envs.trainers.harness_source import HarnessSpec, local_harness_source  # noqa: E402
 
@@ -36,8 +37,18 @@ SDK_ENV = {"OPENAI_AGENTS_DISABLE_TRACING": "1"}
 
 
 @pytest.fixture(scope="module")
-def tasks():
-    return read_tau2_tasks()[:2]  # the server runs the expert actions: tool contents as tau2 returns them
+def tasks(tmp_path_factory):
+    """The first two airline tasks with actions; the server runs their expert actions (tool contents as tau2
+    returns them). Only those two are read: a copy of the task file beside the domain's policy and database."""
+    source = default_tasks_path("airline")
+    folder = tmp_path_factory.mktemp("tau2_airline")
+    chosen = [t for t in json.loads(source.read_text()) if (t.get("evaluation_criteria") or {}).get("actions")][:2]
+    (folder / "tasks.json").write_text(json.dumps(chosen))
+    for name in ("policy.md", "db.json"):
+        (folder / name).symlink_to(source.with_name(name))
+    out = read_tau2_tasks(folder / "tasks.json", domain="airline")
+    assert len(out) == 2
+    return out
 
 
 def _play(agent, tasks, group_size):

@@ -120,16 +120,18 @@ def test_noisy_expert_plays_the_same_episodes_at_batch_sizes_1_3_and_16(tasks, t
 
 @pytest.mark.slow
 def test_the_tiny_hf_model_at_temperature_1_plays_the_same_episodes_at_any_batch_size(terminal_base, tmp_path):
-    agent = json.dumps({"kind": "hf", "model": str(terminal_base), "temperature": 1.0, "max_new_tokens": 64})
+    # one torch thread: two threads that wait on each other crawl beside a busy neighbour (CI machines are shared)
+    agent = json.dumps({"kind": "hf", "model": str(terminal_base), "temperature": 1.0, "max_new_tokens": 48,
+                        "num_threads": 1})
     played = {}
     for batch in (1, 3, 16):
         out = tmp_path / f"hf-{batch}.jsonl"
-        invoke("play", "--env", "pivot/Terminal-Episode-v0", "--agent", agent, "--limit", 8, "--max-turns", 4,
+        invoke("play", "--env", "pivot/Terminal-Episode-v0", "--agent", agent, "--limit", 6, "--max-turns", 3,
                "-o", out, "--batch-size", batch)
         played[batch] = rows_of(out)
     assert played[1] == played[3] == played[16]
     turns = [r["turns"] for r in played[1].values()]
-    assert max(turns) > 1 and len({json.dumps(r["messages"]) for r in played[1].values()}) == 8  # sampled, multi-turn
+    assert max(turns) > 1 and len({json.dumps(r["messages"]) for r in played[1].values()}) == 6  # sampled, multi-turn
 
 
 # --------------------------------------------------------------------------- 2. final answers
