@@ -373,7 +373,7 @@ def facts_given(answer: str, facts: Sequence[str], min_recall: float = 1.0) -> t
     return recall >= min_recall - 1e-9, missing
 
 
-def _calls(messages: Sequence[Message], skip_failed: bool) -> list[tuple[str, str]]:
+def call_keys(messages: Sequence[Message], skip_failed: bool = False) -> list[tuple[str, str]]:
     """``(name, canonical arguments)`` of the assistant tool calls in ``messages``."""
     failed: set[str] = set()
     if skip_failed:
@@ -399,7 +399,7 @@ def _calls(messages: Sequence[Message], skip_failed: bool) -> list[tuple[str, st
 def calls_made(messages: Sequence[Message], expert_messages: Sequence[Message]) -> tuple[bool, list[str]]:
     """Whether the agent (``messages``) made every tool call the expert made that did not fail;
     returns ``(passed, the missing calls as NAME(ARGS))``."""
-    made = set(_calls(messages, skip_failed=False))
-    missing = [f"{name}({args})" for name, args in dict.fromkeys(_calls(expert_messages, skip_failed=True))
+    made = set(call_keys(messages, skip_failed=False))
+    missing = [f"{name}({args})" for name, args in dict.fromkeys(call_keys(expert_messages, skip_failed=True))
                if (name, args) not in made]
     return not missing, missing

@@ -23,8 +23,7 @@ pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (pip
 from conftest import ROOT  # noqa: E402
 from pivot_envs.agents.spec import build_agent  # noqa: E402
 from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
-from pivot_envs.trainers.harness_replay import replay_rollout  # noqa: E402
-from pivot_envs.trainers.harness_source import HarnessSpec, local_harness_source  # noqa: E402
+from harness_play import play_and_replay  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -45,24 +44,7 @@ def _make_env():
 
 
 def _play(agent, task_ids, group_size):
-    spec = HarnessSpec.build(HARNESS, timeout_s=240, env=MINI_ENV)
-    source = local_harness_source(agent, _make_env, spec, version=lambda: 0, max_turns=10, score_turns=True)
-    try:
-        groups, stats = source.play([{"task_id": t} for t in task_ids], group_size)
-    finally:
-        source.close()
-    outcomes = [o for g in groups for o in g]
-    for o in outcomes:
-        assert o.status == "finished" and o.exit_code == 0, (o.error, o.stderr_tail)
-    env = _make_env()
-    try:
-        for o in outcomes:
-            replayed = replay_rollout(o.result, env)
-            assert replayed.tool_results_equal and replayed.error is None, o.result["tool_calls"]
-            assert (replayed.success, replayed.digest) == (o.result["success"], o.result["digest"])
-    finally:
-        env.close()
-    return [o.result for o in outcomes], stats
+    return play_and_replay(agent, _make_env, HARNESS, MINI_ENV, task_ids, group_size, max_turns=10)
 
 
 @pytest.fixture(scope="module")

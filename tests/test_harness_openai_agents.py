@@ -27,8 +27,7 @@ from pivot_envs.agents.spec import build_agent  # noqa: E402
 from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
 from pivot_envs.formats import write_trajectories  # noqa: E402
 from pivot_envs.formats.tau2_tasks import default_tasks_path, read_tau2_tasks  # noqa: E402
-from pivot_envs.trainers.harness_replay import replay_rollout  # noqa: E402
-from pivot_envs.trainers.harness_source import HarnessSpec, local_harness_source  # noqa: E402
+from harness_play import play_and_replay  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -55,24 +54,7 @@ def _play(agent, tasks, group_size):
     def make_env():
         return EpisodeEnv(tasks=tasks, world="tau2-airline", user="none")
 
-    spec = HarnessSpec.build(HARNESS, timeout_s=240, env=SDK_ENV)
-    source = local_harness_source(agent, make_env, spec, version=lambda: 0, max_turns=6, score_turns=True)
-    try:
-        groups, stats = source.play([{"task_id": t.id} for t in tasks], group_size)
-    finally:
-        source.close()
-    outcomes = [o for g in groups for o in g]
-    for o in outcomes:
-        assert o.status == "finished" and o.exit_code == 0, (o.error, o.stderr_tail)
-    env = make_env()
-    try:
-        replays = [replay_rollout(o.result, env) for o in outcomes]
-    finally:
-        env.close()
-    for o, replayed in zip(outcomes, replays):
-        assert replayed.tool_results_equal and replayed.error is None, o.result["tool_calls"]
-        assert (replayed.success, replayed.digest) == (o.result["success"], o.result["digest"])
-    return [o.result for o in outcomes], stats
+    return play_and_replay(agent, make_env, HARNESS, SDK_ENV, [t.id for t in tasks], group_size, max_turns=6)
 
 
 def test_the_agents_sdk_solves_tau2_airline_through_the_endpoint_with_the_expert_policy(tasks):

@@ -12,10 +12,10 @@ collapsed). Where an action differs from the recording the comparison stops: the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from pivot_envs.facts import call_keys
 from pivot_envs.types import Message, content_text
 
 
@@ -55,7 +55,7 @@ def check_replay(task_id: str, messages: Sequence[Message], recorded: Sequence[M
     for i in range(start, min(len(messages), len(recorded))):
         got, want = messages[i], recorded[i]
         if got.get("role") == "assistant":
-            if _calls(got) != _calls(want) or (not got.get("tool_calls") and content_text(got.get("content"))
+            if call_keys([got]) != call_keys([want]) or (not got.get("tool_calls") and content_text(got.get("content"))
                                                != content_text(want.get("content"))):
                 break  # off the recording: what follows is another episode
             turn += 1
@@ -80,17 +80,3 @@ def first_difference(expected: str, got: str, context: int = 30) -> str:
         return ("..." if lo else "") + repr(text[lo : k + context]) + ("..." if k + context < len(text) else "")
 
     return f"recorded {window(expected)}, replayed {window(got)}"
-
-
-def _calls(message: Message) -> list[tuple[str, str]]:
-    """``(name, canonical arguments)`` of a message's tool calls."""
-    out = []
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function") or {}
-        args = fn.get("arguments")
-        try:
-            args = json.dumps(json.loads(args) if isinstance(args, str) else args, sort_keys=True)
-        except (json.JSONDecodeError, TypeError):
-            args = str(args)
-        out.append((str(fn.get("name", "")), args))
-    return out
