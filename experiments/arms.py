@@ -31,9 +31,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pivot_envs.agents.hf import HFAgent
+from pivot_envs.experiments.engines import EngineSettings, eval_agents, rl_fields
+from pivot_envs.experiments.evaluation import Sampling, pivot_report, play_tasks
+from pivot_envs.experiments.few_shot_probes import few_shot_probe_set
 from pivot_envs.experiments.stats import pass_at_1
-from pivot_envs.trainers.evaluate import evaluate, evaluate_episodes
+from pivot_envs.trainers.evaluate import evaluate_episodes
 from pivot_envs.trainers.metrics import read_metrics
 from pivot_envs.trainers.sft import SFTConfig, train_sft
 from pivot_envs.types import stable_hash
@@ -92,6 +94,20 @@ class RunSettings:
             task success against rollout turns); ``0``: only at the end.
         curve_tasks: how many held-out tasks the curve points play (the first N; ``None``: all).
         curve_seed: only runs of this seed get a curve (``None``: every seed; the report averages them).
+        engine: who samples (profiling aside: evaluation and PivotRL's groups) and how prompts are built
+            (:class:`~pivot_envs.experiments.engines.EngineSettings`).
+        val_tasks: validation tasks (a trajectory file) played ``val_episode_k`` times at T=1 in the ``val_tasks``
+            evaluation: the selection's metric; ``None``: none.
+        val_episode_k: T=1 episodes per validation task.
+        ood_domain: the OOD domain; ``ood_tasks`` its held-out tasks (played in the ``test`` evaluation, greedily
+            and ``ood_episode_k`` times at T=1).
+        ood_episode_k: T=1 episodes per OOD task.
+        probe_set: ``builtin`` (the tiny model's probes) or ``few_shot`` (``probes_per_kind`` per family).
+        probes_per_kind: few-shot probe items per family.
+        micro_batch_rows: rows per forward/backward pass of the trainers (``0``: a whole step).
+        save_every: training checkpoints every this-many steps; a training part that finds one resumes from it.
+        fresh_process: every part runs in a process of its own (a vLLM engine per part, gone with it).
+        device: the trainers' and the ``hf`` engine's device (``cpu``; ``auto``: CUDA when there is one).
     """
 
     root: str
@@ -116,6 +132,24 @@ class RunSettings:
     curve_every: int = 0
     curve_tasks: int | None = None
     curve_seed: int | None = None
+    engine: EngineSettings = EngineSettings()
+    val_tasks: str | None = None
+    val_episode_k: int = 1
+    ood_domain: str | None = None
+    ood_tasks: str | None = None
+    ood_episode_k: int = 1
+    probe_set: str = "builtin"
+    probes_per_kind: int = 30
+    micro_batch_rows: int = 0
+    save_every: int = 0
+    fresh_process: bool = False
+    device: str = "cpu"
+
+    def sampling(self) -> Sampling:
+        """The evaluations' shared sampling settings."""
+        return Sampling(engine=self.engine, max_new_tokens=self.max_new_tokens,
+                        max_prompt_tokens=self.max_context_tokens, batch_size=self.eval_batch,
+                        num_threads=self.num_threads, device=self.device)
 
 
 @dataclass(frozen=True)
@@ -145,7 +179,8 @@ class RunSpec:
 
     def key(self, settings: RunSettings) -> str:
         """Folder name of this run: arm, seed and a hash of everything its numbers depend on."""
-        shared = {k: v for k, v in asdict(settings).items() if k not in ("root", "num_threads", "eval_batch")}
+        shared = {k: v for k, v in asdict(settings).items()
+                  if k not in ("root", "num_threads", "eval_batch", "fresh_process", "save_every")}
         extra = (self.tasks,) if self.tasks is not None else ()
         digest = stable_hash(self.arm, self.seed, self.pivots, self.lr, self.label, shared, *extra)[:10]
         return f"{self.arm}-s{self.seed}-{digest}"
@@ -174,23 +209,38 @@ def read_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-TASK_PARTS = ("tasks", "tasks_sampled")
-"""The parts of a ``test`` evaluation that play the held-out tasks: greedily, and ``episode_k`` times at T=1."""
+TASK_PARTS = ("tasks", "tasks_sampled", "ood_tasks", "ood_tasks_sampled")
+"""The parts of a ``test`` evaluation that play held-out tasks: the domain's greedily and ``episode_k`` times at
+T=1, and the OOD domain's likewise."""
 
-PART_ORDER = ("train", "tasks_sampled", "tasks", "test", "val", "curve")
+PLAYS = {
+    "tasks": ("task", False), "tasks_sampled": ("task", True), "ood_tasks": ("ood_task", False),
+    "ood_tasks_sampled": ("ood_task", True), "val_tasks": ("val_task", True),
+}
+"""Every part that plays tasks: the prefix of its per-item outcomes and whether it samples at T=1."""
+
+PART_ORDER = ("train", "tasks_sampled", "ood_tasks_sampled", "val_tasks", "tasks", "ood_tasks", "test", "val", "curve")
 """Which ready part a free worker takes first: training unblocks a run's evaluations, and playing the
 held-out tasks is the longest evaluation."""
 
 
 def run_parts(spec: RunSpec, settings: RunSettings) -> list[str]:
     """The parts of one run, each a job of its own: ``train`` (not for ``base``), then, each only after
-    ``train``, the evaluations (``test`` is the pivots and the probes; with ``settings.test_tasks`` the
-    held-out tasks are the parts ``tasks`` and ``tasks_sampled``) and the ``curve``."""
+    ``train``, the evaluations (``val`` is the validation pivots; ``val_tasks`` the validation tasks at T=1;
+    ``test`` is the pivots and the probes; with ``settings.test_tasks`` the held-out tasks are the parts
+    ``tasks`` and ``tasks_sampled``, with ``settings.ood_tasks`` the OOD ones ``ood_tasks`` and
+    ``ood_tasks_sampled``) and the ``curve``."""
     parts = [] if spec.arm == "base" else ["train"]
     for which in spec.evals:
+        if which == "val_tasks":
+            if settings.val_tasks:
+                parts.append(which)
+            continue
         parts.append(which)
         if which == "test" and settings.test_tasks:
             parts += ["tasks"] + (["tasks_sampled"] if settings.episode_k > 0 else [])
+        if which == "test" and settings.ood_tasks:
+            parts += ["ood_tasks", "ood_tasks_sampled"]
     if wants_curve(spec, settings):
         parts.append("curve")
     return parts
@@ -220,8 +270,8 @@ def execute_part(spec: RunSpec, settings: RunSettings, part: str) -> dict[str, A
         ood = "" if result.get("ood_accuracy") is None else f", OOD {result['ood_accuracy']:.3f}"
         _say(f"[{folder.name}] {part}: functional {result['functional']:.3f}, strict {result['strict']:.3f}{ood} "
              f"({result['seconds']:.0f} s)")
-    elif part in TASK_PARTS:
-        _say(f"[{folder.name}] playing the held-out tasks ({'T=1' if part == 'tasks_sampled' else 'greedy'}) ...")
+    elif part in PLAYS:
+        _say(f"[{folder.name}] playing the {_play_name(part)} ({'T=1' if PLAYS[part][1] else 'greedy'}) ...")
         result = _evaluate_tasks(model, part, spec, settings, folder)
         _say(f"[{folder.name}] {part}: task success {result['success']:.3f} over {result['episodes']} episodes "
              f"({result['seconds']:.0f} s)")
@@ -253,9 +303,12 @@ def assemble_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
     if "train" in parts:
         state["train"] = parts["train"]
     for which in spec.evals:
-        state[which] = dict(parts[which])
+        if which in parts:
+            state[which] = dict(parts[which])
     if "test" in state:
         state["test"].update(_task_figures(parts.get("tasks"), parts.get("tasks_sampled")))
+        if "ood_tasks" in parts:
+            state["test"].update(_ood_figures(parts.get("ood_tasks"), parts.get("ood_tasks_sampled")))
         state["test"]["seconds"] = round(sum(parts[p]["seconds"] for p in ("test", *TASK_PARTS) if p in parts), 2)
     if "curve" in parts:
         state["curve"] = parts["curve"]["points"]
@@ -275,6 +328,18 @@ def _task_figures(greedy: dict[str, Any] | None, sampled: dict[str, Any] | None)
             "truncated_sampled": _share(sampled.get("truncated"), sampled.get("episodes"))}
 
 
+def _ood_figures(greedy: dict[str, Any] | None, sampled: dict[str, Any] | None) -> dict[str, Any]:
+    """The OOD task-success fields of a ``test`` summary from its OOD task parts."""
+    greedy, sampled = greedy or {}, sampled or {}
+    return {"ood_task_success": sampled.get("success"), "ood_task_success_greedy": greedy.get("success"),
+            "ood_tasks": greedy.get("episodes"), "ood_turns_mean": greedy.get("turns_mean"),
+            "ood_task_errors": (greedy.get("errors") or 0) + (sampled.get("errors") or 0)}
+
+
+def _play_name(part: str) -> str:
+    return {"task": "held-out tasks", "ood_task": "OOD tasks", "val_task": "validation tasks"}[PLAYS[part][0]]
+
+
 def _share(part: int | None, whole: int | None) -> float | None:
     return part / whole if part is not None and whole else None
 
@@ -284,12 +349,18 @@ def run_many(specs: Sequence[RunSpec], settings: RunSettings, workers: int = 1) 
     process). Each run's parts are separate jobs (:func:`run_parts`), so one long run does not keep a worker
     busy while the other waits: a free worker takes the ready part that comes first in :data:`PART_ORDER`."""
     specs = list(specs)
-    if workers <= 1 or not specs:
+    if (workers <= 1 and not settings.fresh_process) or not specs:
         return [execute_run(s, settings) for s in specs]
     pending = {i: [p for p in run_parts(s, settings) if not part_done(s, settings, p)] for i, s in enumerate(specs)}
     import multiprocessing
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    fresh = {"max_tasks_per_child": 1} if settings.fresh_process else {}
+    if settings.fresh_process:
+        import os
+
+        passive_openmp(os.environ)
+    with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=multiprocessing.get_context("spawn"),
+                             **fresh) as pool:
         running: dict[Any, tuple[int, str]] = {}
         while any(pending.values()) or running:
             ready = [(PART_ORDER.index(p), i, p) for i, parts in pending.items() for p in parts
@@ -318,17 +389,40 @@ def _train(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
     return _train_rl(spec, settings, out)
 
 
+def trainer_fields(spec: RunSpec, settings: RunSettings, out: Path, rows_per_step: int) -> dict[str, Any]:
+    """What every trainer of the demo shares beyond its own settings: checkpoints (the curve's, or
+    ``settings.save_every`` ones that an interrupted training resumes from), micro-batches, device and prompts."""
+    curve = _curve_checkpoints(spec, settings)
+    resume = bool(settings.save_every) and _has_checkpoint(out)
+    fields: dict[str, Any] = {"save_every": curve or settings.save_every,
+                              "save_total_limit": None if curve or not settings.save_every else 1,
+                              "overwrite_output_dir": not resume, "device": settings.device,
+                              "num_threads": settings.num_threads}
+    if resume:
+        fields["resume_from"] = "latest"
+    if settings.micro_batch_rows:
+        fields["grad_accum_steps"] = max(1, math.ceil(rows_per_step / settings.micro_batch_rows))
+    return fields
+
+
+def _has_checkpoint(out: Path) -> bool:
+    return out.exists() and any(p.name.startswith("checkpoint-") for p in out.iterdir())
+
+
 def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
     """The :class:`~pivot_envs.trainers.config.PivotRLConfig` of an RL arm (as a dict)."""
     cfg: dict[str, Any] = dict(
-        model=settings.base_model, output_dir=str(out), overwrite_output_dir=True, domain=settings.domain,
+        model=settings.base_model, output_dir=str(out), domain=settings.domain,
         pivots=spec.pivots, seed=spec.seed, steps=settings.steps, pivots_per_step=settings.pivots_per_step,
         group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
-        beta=settings.beta, zero_variance="skip", save_every=_curve_checkpoints(spec, settings),
-        save_total_limit=None, log_every=10 ** 6, plots=True, device="cpu",
-        num_threads=settings.num_threads,
+        beta=settings.beta, zero_variance="skip", log_every=10 ** 6, plots=True,
+        **trainer_fields(spec, settings, out, settings.pivots_per_step * settings.group_size),
     )
+    if settings.engine.kind != "hf" or settings.engine.tools != "auto":
+        cfg.update(rl_fields(settings.engine))
+        if settings.engine.kind == "vllm":
+            cfg["sampling_batch_size"] = settings.eval_batch
     if spec.arm == "strict_reward":
         cfg["verifier"] = "strict"
     if spec.arm == "pvpo":
@@ -353,17 +447,20 @@ def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str,
 
     A step takes ``pivots_per_step // 4`` tasks (at least 1): a task is ~4-6 turns, so a step costs about
     as many rollout turns as a PivotRL step over ``pivots_per_step`` pivots."""
+    tasks_per_step = max(1, settings.pivots_per_step // 4)
     cfg: dict[str, Any] = dict(
-        model=settings.base_model, output_dir=str(out), overwrite_output_dir=True, domain=settings.domain,
-        tasks=spec.tasks, seed=spec.seed, steps=settings.steps, tasks_per_step=max(1, settings.pivots_per_step // 4),
+        model=settings.base_model, output_dir=str(out), domain=settings.domain,
+        tasks=spec.tasks, seed=spec.seed, steps=settings.steps, tasks_per_step=tasks_per_step,
         group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant",
         warmup_steps=settings.warmup_steps, beta=settings.beta, loss_agg="token", zero_variance="skip",
         max_turns=settings.max_turns, rollout="arpo" if spec.arm == "arpo" else "group",
-        arpo_initial=max(1, settings.group_size // 2), save_every=_curve_checkpoints(spec, settings),
-        save_total_limit=None, log_every=10 ** 6, plots=True, device="cpu", num_threads=settings.num_threads,
+        arpo_initial=max(1, settings.group_size // 2), log_every=10 ** 6, plots=True,
         episode_workers=1, turn_credit=TURN_CREDIT if spec.arm == "e2e_credit" else 0.0,
+        **trainer_fields(spec, settings, out, tasks_per_step * settings.group_size * settings.max_turns),
     )
+    if settings.engine.kind != "hf" or settings.engine.tools != "auto":
+        cfg.update(rl_fields(settings.engine))
     return cfg
 
 
@@ -412,11 +509,15 @@ def rl_summary(rows: Sequence[dict[str, Any]], group_size: int, seconds: float) 
 
 
 def _train_sft(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
-    cfg = SFTConfig(model=settings.base_model, output_dir=str(out), overwrite_output_dir=True, domain=settings.domain,
+    fields = trainer_fields(spec, settings, out, settings.pivots_per_step)
+    fields["save_every"] = settings.save_every  # SFT has no curve
+    if settings.engine.tools != "auto":
+        fields["prompt_tools"] = settings.engine.tools
+    cfg = SFTConfig(model=settings.base_model, output_dir=str(out), domain=settings.domain,
                     pivots=spec.pivots, seed=spec.seed, steps=settings.steps, batch_size=settings.pivots_per_step,
                     lr=spec.lr, lr_schedule="constant", max_prompt_tokens=settings.max_context_tokens,
-                    save_every=0, log_every=10 ** 6, plots=True, device="cpu", num_threads=settings.num_threads)
-    result = train_sft(cfg)
+                    log_every=10 ** 6, plots=True, **fields)
+    result = train_sft(cfg, on_step=_progress(out, settings, lambda r: f"loss {r.get('loss', float('nan')):.4f}"))
     return {"kind": "sft", "steps": result.steps, "updates": result.steps, "rollouts": 0, "tokens": result.tokens,
             "loss_tokens": result.loss_tokens, "loss_first": _mean(result.losses[: max(1, len(result.losses) // 10)]),
             "loss_last": _mean(result.losses[-max(1, len(result.losses) // 10):]), "seconds": result.seconds}
@@ -426,15 +527,15 @@ def _train_sft(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any
 
 
 def _evaluate(model: str, which: str, spec: RunSpec, settings: RunSettings, folder: Path) -> dict[str, Any]:
-    """``val``: greedy per-turn accuracy on the validation pivots (what selection uses). ``test``: greedy and
-    mean@k per-turn accuracy on the test pivots and the OOD probes (the held-out tasks are the parts of
-    :func:`_evaluate_tasks`).
+    """``val``: greedy per-turn accuracy on the validation pivots. ``test``: greedy and mean@k per-turn accuracy
+    on the test pivots and the OOD probes (the held-out tasks are the parts of :func:`_evaluate_tasks`).
     Per-item outcomes go to ``{which}_items.json`` for the paired comparisons of the report."""
     test = which == "test"
-    report = evaluate(model, settings.test_pivots if test else settings.val_pivots, k=settings.eval_k if test else 0,
-                      probes=test, seed=spec.seed, max_new_tokens=settings.max_new_tokens,
-                      max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch,
-                      num_threads=settings.num_threads, device="cpu", details=True)
+    probes: bool | list[Any] = test
+    if test and settings.probe_set == "few_shot":
+        probes = few_shot_probe_set(settings.probes_per_kind)
+    report = pivot_report(model, settings.test_pivots if test else settings.val_pivots, settings.sampling(),
+                          seed=spec.seed, k=settings.eval_k if test else 0, probes=probes)
     items = item_outcomes(report)
     for key in ("per_pivot", "episode_rows", "episodes_sampled_rows"):
         report.pop(key, None)
@@ -443,26 +544,33 @@ def _evaluate(model: str, which: str, spec: RunSpec, settings: RunSettings, fold
     return eval_summary(report)
 
 
+def play_plan(part: str, settings: RunSettings) -> dict[str, Any]:
+    """What a task part plays: ``domain``, ``tasks`` (file), ``temperature`` and ``repeats``."""
+    prefix, sampled = PLAYS[part]
+    if prefix == "val_task":
+        return {"domain": settings.domain, "tasks": settings.val_tasks, "temperature": 1.0,
+                "repeats": settings.val_episode_k}
+    ood = prefix == "ood_task"
+    if ood and not (settings.ood_domain and settings.ood_tasks):
+        raise ValueError(f"part {part}: the run has no OOD domain and tasks")
+    repeats = (settings.ood_episode_k if ood else settings.episode_k) if sampled else 1
+    return {"domain": settings.ood_domain if ood else settings.domain,
+            "tasks": settings.ood_tasks if ood else settings.test_tasks,
+            "temperature": 1.0 if sampled else 0.0, "repeats": repeats}
+
+
 def _evaluate_tasks(model: str, part: str, spec: RunSpec, settings: RunSettings, folder: Path) -> dict[str, Any]:
-    """Task success on the held-out tasks, each played to the end: greedily (``tasks``) or ``episode_k`` times
-    at temperature 1 (``tasks_sampled``, pass@1 = the mean over them). The report goes to ``<part>.json``, the
-    per-task outcomes to ``<part>_items.json``; returns the overall figures."""
-    sampled = part == "tasks_sampled"
+    """Task success on the tasks a part plays (:data:`PLAYS`, :func:`play_plan`), each played to the end: greedily,
+    or ``repeats`` times at temperature 1 (pass@1 = the mean over them). The report goes to ``<part>.json``, the
+    per-task outcomes to ``<part>_items.json`` (``task_*``, ``ood_task_*`` or ``val_task_*``); returns the
+    overall figures."""
+    plan = play_plan(part, settings)
+    prefix, sampled = PLAYS[part]
     key = "episodes_sampled" if sampled else "episodes"
-    began = time.perf_counter()
-    agent = HFAgent(model, device="cpu", temperature=1.0 if sampled else 0.0, max_new_tokens=settings.max_new_tokens,
-                    max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch, logprobs="none",
-                    num_threads=settings.num_threads, seed=spec.seed)
-    try:
-        report = evaluate_episodes({"model": model, "domains": {}, "overall": {}, "settings": {}}, agent,
-                                   {settings.domain: settings.test_tasks}, max_turns=settings.max_turns,
-                                   seed=spec.seed, batch_size=settings.eval_batch, details=True,
-                                   repeats=settings.episode_k if sampled else 1, key=key)
-    finally:
-        agent.close()
-    items = item_outcomes(report)
+    report = play_tasks(model, plan["domain"], plan["tasks"], settings.sampling(), seed=spec.seed,
+                        temperature=plan["temperature"], repeats=plan["repeats"], max_turns=settings.max_turns)
+    items = {k.replace("task_", f"{prefix}_", 1): v for k, v in item_outcomes(report).items() if k.startswith("task_")}
     report.pop(f"{key}_rows" if sampled else "episode_rows", None)
-    report["seconds"] = round(time.perf_counter() - began, 3)
     (folder / f"{part}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     (folder / f"{part}_items.json").write_text(json.dumps(items) + "\n", encoding="utf-8")
     return {**report["overall"][key], "seconds": report["seconds"]}
@@ -552,24 +660,18 @@ def task_curve(spec: RunSpec, settings: RunSettings, folder: Path) -> list[dict[
         step = int(ckpt.name.split("-")[-1])
         turns = spec.profile_rollouts + int(rows.get(step, {}).get("cumulative_rollout_turns") or 0)
         entry: dict[str, Any] = {"step": step, "rollout_turns": turns}
-        greedy = HFAgent(str(ckpt / "model"), device="cpu", temperature=0.0, max_new_tokens=settings.max_new_tokens,
+        with eval_agents(str(ckpt / "model"), settings.engine, seed=spec.seed, max_new_tokens=settings.max_new_tokens,
                          max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch,
-                         logprobs="none", num_threads=settings.num_threads, seed=spec.seed)
-        try:  # the sampling agent shares the greedy agent's loaded weights
-            sampling = HFAgent(greedy.model, greedy.tokenizer, temperature=1.0, max_new_tokens=settings.max_new_tokens,
-                               max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch,
-                               logprobs="none", num_threads=settings.num_threads, seed=spec.seed)
-            for key, agent, repeats in (("task_success_greedy", greedy, 1),
-                                        ("task_success", sampling, settings.episode_k)):
+                         num_threads=settings.num_threads, device=settings.device) as agent:
+            for key, temperature, repeats in (("task_success_greedy", 0.0, 1),
+                                              ("task_success", 1.0, settings.episode_k)):
                 if repeats < 1:
                     continue
-                rep = evaluate_episodes({"domains": {}, "overall": {}, "settings": {}}, agent,
+                rep = evaluate_episodes({"domains": {}, "overall": {}, "settings": {}}, agent(temperature),
                                         {settings.domain: settings.test_tasks}, max_turns=settings.max_turns,
                                         limit=settings.curve_tasks, seed=spec.seed, batch_size=settings.eval_batch,
                                         repeats=repeats)
                 entry[key] = rep["overall"]["episodes"]["success"]
-        finally:
-            greedy.close()
         points.append(entry)
     return points
 
@@ -587,6 +689,13 @@ def _progress(out: Path, settings: RunSettings, describe: Callable[[dict[str, An
                  f"{row.get('step_s', 0):.1f} s/step")
 
     return on_step
+
+
+def passive_openmp(environ: Any) -> None:
+    """Let OpenMP threads sleep instead of spinning while they wait (``OMP_WAIT_POLICY=PASSIVE``, unless the
+    environment already says), for the processes started after this: beside a busy neighbour, threads that spin
+    while waiting for each other made a SmolLM2 training step 5-10x slower here."""
+    environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def quiet_transformers() -> None:

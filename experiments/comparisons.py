@@ -33,7 +33,7 @@ import math
 from typing import Any, Sequence
 
 from pivot_envs.experiments.arms import read_items
-from pivot_envs.experiments.stats import drop_missing, mcnemar, paired_bootstrap
+from pivot_envs.experiments.stats import bootstrap_mean, drop_missing, mcnemar, paired_bootstrap
 
 HEADLINE = "task success: pass@1 at temperature 1 (mean over the episodes of each held-out task)"
 
@@ -46,13 +46,7 @@ against plain E2E RL."""
 def paired_comparisons(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> dict[str, dict[str, Any]]:
     """``{"ARM_vs_base": {...}, "A_vs_B": {...}, "ood_retention": {...}}`` for the arms with per-item
     outcomes (see the module docstring)."""
-    by_arm: dict[str, dict[int, dict[str, Any]]] = {}
-    for run in runs:
-        if "test" not in run:
-            continue
-        items = read_items(run, "test")
-        if items is not None:
-            by_arm.setdefault(run["arm"], {})[int(run["seed"])] = items
+    by_arm = _items_by_arm(runs)
     out: dict[str, dict[str, Any]] = {}
     base = by_arm.get("base")
     if base:
@@ -63,10 +57,41 @@ def paired_comparisons(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> d
         if by_arm.get(a) and by_arm.get(b):
             out[f"{a}_vs_{b}"] = compare(by_arm[a], by_arm[b], n_boot)
     if base and by_arm.get("pivotrl") and by_arm.get("sft"):
-        retention = ood_retention(by_arm["pivotrl"], by_arm["sft"], base, n_boot)
-        if retention is not None:
-            out["ood_retention"] = retention
+        for name, kind in (("ood_retention", "probe"), ("ood_task_retention", "ood_task_sampled")):
+            retention = ood_retention(by_arm["pivotrl"], by_arm["sft"], base, n_boot, kind=kind)
+            if retention is not None:
+                out[name] = retention
     return out
+
+
+INTERVAL_ITEMS = {"task_success": "task_sampled", "task_success_greedy": "task_greedy", "ood_accuracy": "probe",
+                  "ood_task_success": "ood_task_sampled", "ood_task_success_greedy": "ood_task_greedy"}
+"""The report's per-arm figures that get a 95 % interval (bootstrap over their items), and the item kind of each."""
+
+
+def arm_intervals(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{arm: {figure: {"n", "mean", "ci_low", "ci_high"}}}``: each arm's held-out figures of
+    :data:`INTERVAL_ITEMS` (per item averaged over the arm's seeds) with a percentile bootstrap interval over
+    the items; figures an arm did not measure are left out."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for arm, seeds in _items_by_arm(runs).items():
+        for figure, kind in INTERVAL_ITEMS.items():
+            values = [v for v in _averaged(seeds, kind).values() if v is not None]
+            if values:
+                out.setdefault(arm, {})[figure] = bootstrap_mean(values, n_boot=n_boot, seed=0)
+    return out
+
+
+def _items_by_arm(runs: Sequence[dict[str, Any]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Every run's per-item test outcomes, by arm and seed."""
+    by_arm: dict[str, dict[int, dict[str, Any]]] = {}
+    for run in runs:
+        if "test" not in run:
+            continue
+        items = read_items(run, "test")
+        if items is not None:
+            by_arm.setdefault(run["arm"], {})[int(run["seed"])] = items
+    return by_arm
 
 
 def compare(arm: dict[int, dict[str, Any]], other: dict[int, dict[str, Any]], n_boot: int = 10000) -> dict[str, Any]:
@@ -79,6 +104,7 @@ def compare(arm: dict[int, dict[str, Any]], other: dict[int, dict[str, Any]], n_
         entry.update({k: tasks[k] for k in ("diff", "ci_low", "ci_high", "p_value", "n", "mean_a", "mean_b")})
         entry["dropped"] = tasks["dropped"]
         entry["test"] = tasks["test"]
+    entry["task_success"] = tasks  # the same test under its name (the real-model report's contract)
     entry["task_success_greedy"] = _bootstrap(_averaged(arm, "task_greedy"), _averaged(other, "task_greedy"), n_boot)
     shared = sorted(set(arm) & set(other))
     if shared:
@@ -89,18 +115,23 @@ def compare(arm: dict[int, dict[str, Any]], other: dict[int, dict[str, Any]], n_
                               "dropped": dropped} if a2 else None)
     entry["per_turn_mean_at_k"] = _bootstrap(_averaged(arm, "pivot_sampled"), _averaged(other, "pivot_sampled"), n_boot)
     entry["ood"] = _bootstrap(_averaged(arm, "probe"), _averaged(other, "probe"), n_boot)
+    for name, kind in (("ood_task_success", "ood_task_sampled"), ("ood_task_success_greedy", "ood_task_greedy")):
+        if any(items.get(kind) for items in arm.values()):
+            entry[name] = _bootstrap(_averaged(arm, kind), _averaged(other, kind), n_boot)
     return entry
 
 
 def ood_retention(rl: dict[int, dict[str, Any]], sft: dict[int, dict[str, Any]], base: dict[int, dict[str, Any]],
-                  n_boot: int = 10000) -> dict[str, Any] | None:
-    """The paper's OOD claim, PivotRL's drop <= half of SFT's, paired over the probe items.
+                  n_boot: int = 10000, kind: str = "probe") -> dict[str, Any] | None:
+    """The paper's OOD claim, PivotRL's drop <= half of SFT's, paired over the OOD items of ``kind``
+    (``probe``: the probe items; ``ood_task_sampled``: the OOD domain's tasks at T=1).
 
-    ``drop_rl <= drop_sft / 2`` is ``rl - (base + sft) / 2 >= 0``: per probe item ``a = rl``,
+    ``drop_rl <= drop_sft / 2`` is ``rl - (base + sft) / 2 >= 0``: per item ``a = rl``,
     ``b = (base + sft) / 2`` (each averaged over the arm's seeds), bootstrapped like any pair. When SFT
-    lost nothing (``sft_drop <= 0``) the claim reads "PivotRL lost nothing either": ``b = base``.
+    lost nothing (``sft_drop <= 0``) there is no drop to halve and the test compares ``rl`` with ``base``: the claim
+    then fails if PivotRL lost something, and is not ``testable`` when it did not either (nothing moved).
     """
-    r, s, b = _averaged(rl, "probe"), _averaged(sft, "probe"), _averaged(base, "probe")
+    r, s, b = _averaged(rl, kind), _averaged(sft, kind), _averaged(base, kind)
     keys = sorted(k for k in set(r) & set(s) & set(b) if None not in (r[k], s[k], b[k]))
     if not keys:
         return None
@@ -111,8 +142,11 @@ def ood_retention(rl: dict[int, dict[str, Any]], sft: dict[int, dict[str, Any]],
     test = _bootstrap({k: r[k] for k in keys}, other, n_boot)
     if test is None:
         return None
+    sft_test = _bootstrap({k: s[k] for k in keys}, {k: b[k] for k in keys}, n_boot)
     return {**{k: test[k] for k in ("diff", "ci_low", "ci_high", "p_value", "n")}, "base": mean["base"],
             "pivotrl": mean["rl"], "sft": mean["sft"], "pivotrl_drop": rl_drop, "sft_drop": sft_drop,
+            "sft_vs_base": {k: sft_test[k] for k in ("diff", "ci_low", "ci_high", "p_value")} if sft_test else None,
+            "testable": half or rl_drop > 0, "items": kind,
             "form": "rl - (base + sft) / 2" if half else "rl - base (SFT lost nothing)"}
 
 

@@ -5,8 +5,13 @@
     from pivot_envs.experiments.demo import quick_config, full_config, run_pipeline
 
     report = run_pipeline(quick_config(seed=0), "runs/demo")      # ~10 min on 2 cores
-    report = run_pipeline(full_config(seed=0, seeds=3), "runs/full")  # the paper's table, ~80 min
-    report["arms"]["pivotrl"]["in_domain_accuracy"]
+    report = run_pipeline(full_config(seed=0, seeds=3), "runs/full")  # the paper's table, ~90 min
+    report = run_pipeline(real_config(model="smollm2"), "runs/real")  # SmolLM2-135M-Instruct, vLLM rollouts: hours
+    report["arms"]["pivotrl"]["task_success"]
+
+One pipeline for every model (``--model``): the tiny model trained from scratch, or a pretrained one
+(``smollm2``, ``gguf:FILE``, ``hf:DIR``) given a warm-up (:mod:`pivot_envs.experiments.pretrained_base`); one
+argument for who samples (``--engine hf | vllm``: :mod:`pivot_envs.experiments.engines`).
 
 With ``workers > 1`` runs go to worker processes (``spawn``): a script calling
 :func:`run_pipeline` needs the usual ``if __name__ == "__main__":`` guard.
@@ -21,17 +26,19 @@ resumes where it stopped):
    base model learns from it), the *validation* part (hyper-parameters are chosen on
    it) and the *candidates* D_cand (what the arms train on); test pivots come from
    the bundled test split. ``DIR/data/*.jsonl``.
-3. ``base``: the base model (:mod:`pivot_envs.experiments.base_model`): partly competent in the
-   domain, and it knows the OOD probes. ``DIR/base_model``.
+3. ``base``: the base model, partly competent in the domain: the tiny model
+   (:mod:`pivot_envs.experiments.base_model`, which also knows the OOD probes), or a pretrained model with its
+   warm-up merged (:mod:`pivot_envs.experiments.pretrained_base`). ``DIR/base_model``.
 4. ``profile``: K samples of the base model at every candidate, scored by the domain
    verifier (:func:`pivot_envs.pipeline.profile.profile_pivots`, checkpointed).
 5. ``filter``: D_adv = ``var > 0 and mean < lambda`` for each lambda tried; a random
    subset of D_cand of the same size (the ablations); the PVPO set.
-6. ``select`` (when grids are given): learning rates of SFT and PivotRL and lambda,
-   chosen by greedy functional accuracy on the *validation* pivots.
+6. ``select`` (when grids are given): learning rates of SFT and PivotRL and lambda, chosen with the base
+   as a candidate by task success at T=1 on generated *validation tasks* played to the end (``val_tasks``;
+   without them, by greedy per-turn accuracy on the validation pivots).
 7. ``arms``: every arm trained from the same base model for the same number of
-   optimiser steps and evaluated on the test pivots and the OOD probes
-   (:mod:`pivot_envs.experiments.arms`); the main arms at several seeds.
+   optimiser steps and evaluated on the held-out tasks, the test pivots, the OOD probes and (with
+   ``ood_domain``) the OOD domain's tasks (:mod:`pivot_envs.experiments.arms`); the main arms at several seeds.
 8. ``report``: ``report.json``, ``report.md`` and plots (:mod:`pivot_envs.experiments.report`).
 """
 
@@ -48,13 +55,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pivot_envs.agents.hf import HFAgent
 from pivot_envs.envs_data import generator, load_pivots, load_trajectories
 from pivot_envs.episode_env import resolve_tasks
 from pivot_envs.experiments.arms import (ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run, quiet_transformers, read_run,
                                         run_many)
 from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
+from pivot_envs.experiments.engines import ENGINES, EngineSettings, eval_agents, resolve_engine
+from pivot_envs.experiments.evaluation import Sampling
+from pivot_envs.experiments.model_source import parse_model
+from pivot_envs.experiments.pretrained_base import (BUILD_WARMUP_COMMAND, SHIPPED_WARMUP, WarmupPlan, build_warmup,
+                                                    pretrained_base, warmup_requests)
+from pivot_envs.experiments.warmup import WarmupRecipe
 from pivot_envs.experiments.report import build_report, write_report
+from pivot_envs.experiments.task_keys import fresh_tasks, request_key
 from pivot_envs.experiments.verifier_demo import DEMO_DOMAINS, run_domain
 from pivot_envs.formats import read_pivots, read_trajectories
 from pivot_envs.jsonl import write_jsonl
@@ -69,7 +82,8 @@ Logger = Callable[[str], None]
 
 @dataclass
 class DemoConfig:
-    """Settings of one demo run; :func:`quick_config`, :func:`full_config` and :func:`smoke_config` are presets.
+    """Settings of one demo run; :func:`quick_config`, :func:`full_config`, :func:`real_config` and the smoke
+    configs are presets.
 
     Attributes:
         domain: built-in domain with bundled data whose pivots the demo trains on.
@@ -125,6 +139,34 @@ class DemoConfig:
         threads: torch CPU threads of the in-process stages (base model, profiling); ``0``: 2 on an idle
             machine, 1 when another job is running (two threads that wait on each other degrade badly
             beside a busy neighbour).
+        model: ``tiny`` (trained from scratch by the base stage) or a pretrained model: ``smollm2``,
+            ``gguf:FILE``, ``hf:DIR`` (:mod:`pivot_envs.experiments.model_source`).
+        engine: who samples when the demo profiles, evaluates and trains PivotRL: ``hf``, ``vllm`` or ``auto``
+            (``vllm`` where it is installed; resolved when the run starts).
+        engine_dtype: the vLLM engine's weights (``bfloat16`` or ``float32``).
+        kv_cache_gib: the vLLM engine's KV cache on a CPU.
+        prompt_tools: where tool specs go in every prompt (``auto``: as the chat template says; ``none``: left
+            out, a pretrained model learns the format in its warm-up: prompts half as long on terminal).
+        prompt_window: the prompt window of a pretrained model (the tiny model's is its recipe's).
+        warmup: a pretrained model's warm-up (:class:`~pivot_envs.experiments.warmup.WarmupRecipe`; ``None``: the
+            model as it is).
+        prebuilt_warmup: a warm-up adapter folder (:data:`~pivot_envs.experiments.pretrained_base.SHIPPED_WARMUP`),
+            used when its key matches the run, else the warm-up is trained here.
+        val_tasks: generated validation tasks (seed ``VAL_SEED + seed``; never a held-out task or one any model
+            learned from); when > 0, the grids are chosen by validation **task success** at T=1 on them (the
+            held-out metric), not by per-turn accuracy on the validation pivots.
+        val_episode_k: T=1 episodes per validation task.
+        ood_domain: a built-in domain the arms never train on, whose task success is the OOD measure beside the
+            probes (the pretrained model learns it in its warm-up).
+        ood_tasks: held-out tasks of ``ood_domain``: its bundled test split's, then generated ones.
+        ood_episode_k: T=1 episodes per OOD task (beside one greedy).
+        probe_set: the OOD probes: ``builtin`` (the tiny model's 200, learned by its base) or ``few_shot`` (8 families
+            of few-shot questions a pretrained chat model partly answers: :mod:`~pivot_envs.experiments.few_shot_probes`).
+        probes_per_kind: few-shot probe items per family.
+        eval_batch: pivots (or live episodes) per engine call in evaluation.
+        micro_batch_rows: rows per forward/backward pass of the trained arms (``0``: a whole step at once).
+        save_every: checkpoints of the trained arms every this-many steps (an interrupted training resumes from
+            the last one; ``0``: none).
     """
 
     domain: str = "terminal"
@@ -167,10 +209,38 @@ class DemoConfig:
     prebuilt_base: str | None = None
     workers: int = 2
     threads: int = 0
+    model: str = "tiny"
+    engine: str = "hf"
+    engine_dtype: str = "bfloat16"
+    kv_cache_gib: float = 2.0
+    prompt_tools: str = "auto"
+    prompt_window: int = 1024
+    warmup: WarmupRecipe | None = None
+    prebuilt_warmup: str | None = None
+    val_tasks: int = 0
+    val_episode_k: int = 1
+    ood_domain: str | None = None
+    ood_tasks: int = 0
+    ood_episode_k: int = 1
+    probe_set: str = "builtin"
+    probes_per_kind: int = 30
+    eval_batch: int = 16
+    micro_batch_rows: int = 0
+    save_every: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.base, dict):
             self.base = BaseRecipe(**self.base)
+        if isinstance(self.warmup, dict):
+            self.warmup = WarmupRecipe(**self.warmup)
+        if self.engine not in ENGINES:
+            raise ValueError(f"DemoConfig.engine {self.engine!r}: use one of {', '.join(ENGINES)}")
+        if self.probe_set not in ("builtin", "few_shot"):
+            raise ValueError(f"DemoConfig.probe_set {self.probe_set!r}: use builtin or few_shot")
+        if self.ood_domain is not None and self.ood_domain == self.domain:
+            raise ValueError(f"DemoConfig.ood_domain {self.ood_domain!r} is the arms' own domain: choose another")
+        if self.val_tasks < 0 or self.ood_tasks < 0 or self.val_episode_k < 1 or self.ood_episode_k < 1:
+            raise ValueError("DemoConfig: val_tasks and ood_tasks must be >= 0, val_episode_k and ood_episode_k >= 1")
         for name in ("kinds", "arms", "lambda_grid", "rl_lr_grid", "sft_lr_grid"):
             setattr(self, name, tuple(getattr(self, name)))
         unknown = [a for a in self.arms if a not in ARMS]
@@ -224,7 +294,67 @@ def full_config(seed: int = 0, seeds: int = 3, domain: str | None = None) -> Dem
                       prebuilt_base=SHIPPED_BASE, max_candidates=384, rl_lr_grid=(1e-4, 3e-4, 1e-3),
                       sft_lr_grid=(3e-4, 1e-3), steps=12, warmup_steps=2, pivots_per_step=32, group_size=4,
                       max_test=None, eval_k=2, episode_k=1, extra_test_tasks=150, curve_every=6, curve_tasks=None,
+                      val_tasks=FULL_VAL_TASKS, **({"domain": domain} if domain else {}))
+
+
+FULL_VAL_TASKS = 200
+"""Validation tasks of ``--full``'s selection, one T=1 episode each. Two candidates' task success differs by a
+paired difference whose per-task standard deviation is about 0.67 at one episode per task (outcomes in {-1, 0,
+1}), so 200 tasks give a standard error of about 0.047: a 10-point difference between two learning rates (the
+full run's PivotRL rates 1e-4 and 3e-4 were 11 points apart on the held-out tasks) is two standard errors, and
+the better rate wins about 92 % of the time. It costs six validation plays of 200 episodes (about 1 minute each
+for the tiny model on one thread)."""
+
+
+SMOLLM2_WARMUP = WarmupRecipe(trajectories=1200, ood_trajectories=400, lora_r=8, lora_alpha=16, lr=5e-4,
+                              warmup_steps=10, batch=8, max_steps=400, check_every=40, check_tasks=100,
+                              max_tokens=1024, threads=1)
+"""The warm-up of the real-model preset (:mod:`pivot_envs.experiments.warmup`): LoRA rank 8 on every linear layer
+(a 4.9 MB float16 adapter), 8 trajectories a step from 1,200 generated terminal and 400 search trajectories, a band
+check every 40 steps on 100 validation tasks. One torch thread: the same sums on any machine, and two threads beside
+a busy neighbour ran 10-20x slower here (each waits for the other at every operation)."""
+
+
+def real_config(seed: int = 0, model: str = "smollm2", engine: str = "auto", domain: str | None = None) -> DemoConfig:
+    """``pivot-envs demo --model smollm2``: Base, SFT and PivotRL on a pretrained model, rollouts on vLLM.
+
+    The base is the model with its warm-up merged (:data:`SMOLLM2_WARMUP`; shipped for SmolLM2-135M-Instruct:
+    :data:`~pivot_envs.experiments.pretrained_base.SHIPPED_WARMUP`), inside the 0.25-0.65 band of T=1 task success
+    on the validation tasks. Terminal (the arms' domain) because its verifier executes commands and its prompts are
+    the shortest (median 295 tokens without the tool specs, which the warm-up makes unnecessary); search is the OOD
+    domain (the warm-up teaches it too; the arms never see it), beside 240 few-shot probes. Full fine-tuning of both
+    arms on the same D_adv (16 steps of 8 pivots, PivotRL G = 4, no KL term), learning rates chosen on 100
+    validation tasks' T=1 task success with the base as a candidate; 201 held-out tasks played greedily and 4 times
+    at T=1 (4 episodes per task: one gave a paired interval of about +-8 points on the tiny model), 100 search tasks
+    greedily and once at T=1, every test pivot greedily. One worker (each part in a fresh process, its own engine),
+    checkpoints every 4 steps: an interrupted run resumes."""
+    return DemoConfig(seed=seed, model=model, engine=engine, arms=("base", "sft", "pivotrl"),
+                      warmup=dataclasses.replace(SMOLLM2_WARMUP),
+                      prebuilt_warmup=SHIPPED_WARMUP if model == "smollm2" else None, prompt_tools="none",
+                      prompt_window=1024, ood_domain="search", ood_tasks=100, ood_episode_k=1, probe_set="few_shot",
+                      val_tasks=100, val_episode_k=1, max_candidates=128, profile_k=4, steps=16, warmup_steps=2,
+                      pivots_per_step=8, group_size=4, beta=0.0, rl_lr=1e-5, rl_lr_grid=(1e-5, 3e-5), sft_lr=1e-5,
+                      sft_lr_grid=(1e-5, 3e-5), max_test=None, max_val=64, eval_k=0, episode_k=4,
+                      extra_test_tasks=150, max_new_tokens=96, max_turns=8, verifier_pivots=0, workers=1,
+                      eval_batch=32, micro_batch_rows=8, save_every=4, min_train_pivots=16,
                       **({"domain": domain} if domain else {}))
+
+
+def smoke_pretrained_config(seed: int = 0, model: str | None = None, engine: str = "hf") -> DemoConfig:
+    """A seconds-long run of the pretrained path (tests): a small ``hf:`` model (default: the shipped tiny base,
+    taken as if it were a pretrained chat model), a two-step warm-up, the three arms, validation, held-out and OOD
+    tasks of two each."""
+    return DemoConfig(
+        seed=seed, model=model or f"hf:{SHIPPED_BASE}", engine=engine, arms=("base", "sft", "pivotrl"),
+        warmup=WarmupRecipe(trajectories=6, ood_trajectories=3, lora_r=2, lora_alpha=4, lr=1e-3, warmup_steps=1,
+                            batch=2, max_steps=2, check_every=1, check_tasks=2, max_tokens=128, autocast=False,
+                            threads=1),
+        prompt_tools="none", prompt_window=128, ood_domain="search", ood_tasks=2, probe_set="few_shot",
+        probes_per_kind=1, val_tasks=2, max_candidates=6, max_val=2, max_test=3, max_test_tasks=2, profile_k=2,
+        min_train_pivots=2, steps=1, warmup_steps=1, pivots_per_step=2, group_size=2, rl_lr_grid=(1e-3,),
+        sft_lr_grid=(1e-3,), max_new_tokens=8, eval_k=0, verifier_pivots=0, workers=1, threads=1, max_turns=2,
+        episode_k=1, eval_batch=4, micro_batch_rows=2, save_every=1,
+    )
 
 
 def smoke_config(seed: int = 0) -> DemoConfig:
@@ -236,17 +366,20 @@ def smoke_config(seed: int = 0) -> DemoConfig:
         profile_k=2, lambda_grid=(1.0, 0.5), min_train_pivots=4, steps=2, pivots_per_step=2, group_size=2,
         rl_lr_grid=(1e-3,), sft_lr_grid=(1e-3,), max_new_tokens=8, eval_k=1, verifier_pivots=2, workers=1,
         threads=1, max_test_tasks=3, episode_k=1, max_turns=3, warmup_steps=1, curve_every=1, curve_tasks=2,
+        val_tasks=3,
     )
 
 
 # --------------------------------------------------------------------------- the pipeline
 
 
-def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = None) -> dict[str, Any]:
-    """Run (or resume) every stage of the demo in ``out_dir``; returns the report (also ``report.json``)."""
+def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = None,
+                 command: str | None = None) -> dict[str, Any]:
+    """Run (or resume) every stage of the demo in ``out_dir``; returns the report (also ``report.json``, whose
+    ``command`` is ``command``: the command line that reproduces it)."""
 
     say = log or _stderr
-    cfg = config
+    cfg = dataclasses.replace(config, engine=resolve_engine(config.engine))
     quiet_transformers()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -269,15 +402,7 @@ def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = N
     base = timed("base model", lambda: stage_base(cfg, out, data, say))
     profiled = timed("profile", lambda: stage_profile(cfg, out, base, data, say))
     pivot_sets = timed("filter", lambda: stage_filter(cfg, out, profiled, say))
-    settings = RunSettings(
-        root=str(out), domain=cfg.domain, base_model=str(base["dir"]), val_pivots=data["files"]["val"],
-        test_pivots=data["files"]["test"], max_context_tokens=cfg.base.max_context_tokens,
-        max_new_tokens=cfg.max_new_tokens, steps=cfg.steps, pivots_per_step=cfg.pivots_per_step,
-        group_size=cfg.group_size, beta=cfg.beta, eval_k=cfg.eval_k, num_threads=1, fingerprint=base["key"],
-        warmup_steps=cfg.warmup_steps, test_tasks=data["files"].get("test_tasks"), max_turns=cfg.max_turns,
-        episode_k=cfg.episode_k, curve_every=cfg.curve_every, curve_tasks=cfg.curve_tasks,
-        curve_seed=cfg.seed if cfg.curve_first_seed_only else None,
-    )
+    settings = run_settings(cfg, out, data, base)
     selection = timed("select", lambda: stage_select(cfg, settings, pivot_sets, say))
     runs = timed("arms", lambda: stage_arms(cfg, settings, pivot_sets, selection, say))
     this_call = time.perf_counter() - began
@@ -285,9 +410,72 @@ def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = N
                           filters=pivot_sets["audits"], selection=selection, verifiers=verifiers,
                           stage_seconds=timings, wall_seconds=sum(timings.values()))
     report["invocation_seconds"] = round(this_call, 1)
+    report["command"] = command
+    report["machine"] = machine()
     write_report(report, out)
     say(f"== report: {out / 'report.md'} ({this_call:.0f} s in this call, {sum(timings.values()):.0f} s in all)")
     return report
+
+
+def run_settings(cfg: DemoConfig, out: Path, data: dict[str, Any], base: dict[str, Any]) -> RunSettings:
+    """What every run of this demo shares (:class:`~pivot_envs.experiments.arms.RunSettings`)."""
+    return RunSettings(
+        root=str(out), domain=cfg.domain, base_model=str(base["dir"]), val_pivots=data["files"]["val"],
+        test_pivots=data["files"]["test"], max_context_tokens=prompt_window(cfg),
+        max_new_tokens=cfg.max_new_tokens, steps=cfg.steps, pivots_per_step=cfg.pivots_per_step,
+        group_size=cfg.group_size, beta=cfg.beta, eval_k=cfg.eval_k,
+        num_threads=1 if cfg.workers > 1 else torch_threads(cfg), fingerprint=base["key"],
+        warmup_steps=cfg.warmup_steps, test_tasks=data["files"].get("test_tasks"), max_turns=cfg.max_turns,
+        episode_k=cfg.episode_k, curve_every=cfg.curve_every, curve_tasks=cfg.curve_tasks,
+        curve_seed=cfg.seed if cfg.curve_first_seed_only else None, engine=engine_settings(cfg),
+        eval_batch=cfg.eval_batch, val_tasks=data["files"].get("val_tasks"), val_episode_k=cfg.val_episode_k,
+        ood_domain=cfg.ood_domain if data["files"].get("ood_tasks") else None,
+        ood_tasks=data["files"].get("ood_tasks"), ood_episode_k=cfg.ood_episode_k, probe_set=cfg.probe_set,
+        probes_per_kind=cfg.probes_per_kind, micro_batch_rows=cfg.micro_batch_rows, save_every=cfg.save_every,
+        fresh_process=cfg.engine == "vllm",
+    )
+
+
+def prompt_window(cfg: DemoConfig) -> int:
+    """The prompt window of every stage: the tiny base's recipe's, or ``prompt_window`` for a pretrained model."""
+    return cfg.prompt_window if parse_model(cfg.model).pretrained else cfg.base.max_context_tokens
+
+
+def engine_settings(cfg: DemoConfig) -> EngineSettings:
+    """The run's engine (``cfg.engine`` resolved: ``hf`` or ``vllm``)."""
+    return EngineSettings(kind=resolve_engine(cfg.engine), dtype=cfg.engine_dtype, kv_cache_gib=cfg.kv_cache_gib,
+                          max_model_len=max(512, prompt_window(cfg) + cfg.max_new_tokens), tools=cfg.prompt_tools)
+
+
+def sampling(cfg: DemoConfig) -> Sampling:
+    """The sampling settings of the in-process stages (profiling, the warm-up's band checks)."""
+    return Sampling(engine=engine_settings(cfg), max_new_tokens=cfg.max_new_tokens, max_prompt_tokens=prompt_window(cfg),
+                    batch_size=cfg.eval_batch, num_threads=torch_threads(cfg))
+
+
+def warmup_plan(cfg: DemoConfig, val_tasks: str | None) -> WarmupPlan:
+    """The pretrained base's :class:`~pivot_envs.experiments.pretrained_base.WarmupPlan` of this config."""
+    return WarmupPlan(source=parse_model(cfg.model), recipe=cfg.warmup, domain=cfg.domain, ood_domain=cfg.ood_domain,
+                      seed=cfg.seed, tools=cfg.prompt_tools, window=prompt_window(cfg), extraction=EXTRACTION,
+                      val_tasks=val_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
+
+
+def machine() -> dict[str, Any]:
+    """Where the run ran: CPUs, the load, the library versions, the accelerator."""
+    import os
+    import platform
+
+    versions = {}
+    for name in ("torch", "transformers", "vllm", "peft"):
+        try:
+            versions[name] = __import__(name).__version__
+        except ImportError:
+            versions[name] = None
+    import torch
+
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+            "load_avg_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None, "versions": versions,
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
 
 
 # --------------------------------------------------------------------------- stages
@@ -314,10 +502,14 @@ def stage_verifiers(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any] |
 def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
     """Split the bundled pivots by trajectory into base / validation / candidates, and sample the test pivots."""
 
+    pretrained = parse_model(cfg.model).pretrained
     key = stable_hash("data", cfg.domain, cfg.kinds, cfg.seed, cfg.base_fraction, cfg.val_fraction, cfg.max_base,
                       cfg.base_sees_candidates,
                       cfg.max_candidates, cfg.max_val, cfg.max_test, cfg.max_test_tasks, cfg.extra_trajectories,
-                      cfg.extra_test_tasks, "tasks-2", EXTRACTION)
+                      cfg.extra_test_tasks, "tasks-2", EXTRACTION,
+                      *((cfg.val_tasks, "val-1") if cfg.val_tasks else ()),
+                      *((cfg.ood_domain, cfg.ood_tasks, "ood-1") if cfg.ood_domain and cfg.ood_tasks else ()),
+                      *(("pretrained", asdict(cfg.warmup) if cfg.warmup else None) if pretrained else ()))
     folder = out / "data"
     path = folder / "data.json"
     done = _load_stage(path, key)
@@ -346,9 +538,12 @@ def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
     sizes["extra_trajectories"] = cfg.extra_trajectories  # generated by the base stage, when it trains the base
     files.update(write_tasks(cfg, folder, {_traj(p) for p in parts["candidates"]}, rng, say))
     sizes["train_tasks"] = _count_lines(files["train_tasks"])
-    sizes["test_tasks"] = _count_lines(files["test_tasks"]) if files.get("test_tasks") else 0
+    for name in ("test_tasks", "val_tasks", "ood_tasks"):
+        sizes[name] = _count_lines(files[name]) if files.get(name) else 0
     say(f"  base {sizes['base']}, candidates {sizes['candidates']}, val {sizes['val']}, test {sizes['test']} pivots; "
-        f"{sizes['test_tasks']} held-out tasks, {sizes['train_tasks']} training tasks (E2E arms)")
+        f"{sizes['test_tasks']} held-out tasks, {sizes['train_tasks']} training tasks (E2E arms)"
+        + (f", {sizes['val_tasks']} validation tasks" if sizes["val_tasks"] else "")
+        + (f", {sizes['ood_tasks']} OOD tasks ({cfg.ood_domain})" if sizes["ood_tasks"] else ""))
     return _save_stage(path, key, {"files": files, "sizes": sizes, "domain": cfg.domain, "kinds": list(cfg.kinds)})
 
 
@@ -357,6 +552,9 @@ EXTRA_SEED = 100_000
 
 TEST_SEED = 200_000
 """Generator seeds of the extra held-out tasks start here (never the base's or the bundled data's seeds)."""
+
+VAL_SEED = 300_000
+"""Generator seeds of the validation tasks start here (never a held-out task's, the base's or the bundled data's)."""
 
 EXTRACTION = "answers-1"
 """Version of what extraction keeps (``answers-1``: every domain's final answer is a pivot); part of the
@@ -404,40 +602,55 @@ def write_tasks(cfg: DemoConfig, folder: Path, candidate_trajectories: set[str],
     train = [t for t in resolve_tasks(None, domain=cfg.domain, split="train") if t.id in candidate_trajectories]
     files: dict[str, str | None] = {"train_tasks": str(folder / "train_tasks.jsonl"), "test_tasks": None}
     write_jsonl(files["train_tasks"], [t.to_dict() for t in train])
+    seen = seen_requests(cfg, folder, say) if cfg.extra_test_tasks or cfg.val_tasks else set()
+    test: list[Any] = []
     if cfg.max_test_tasks != 0:
         test = _sample(resolve_tasks(None, domain=cfg.domain, split="test"), cfg.max_test_tasks, rng)
         if cfg.extra_test_tasks:
-            test = test + extra_test_tasks(cfg, seen_requests(cfg, folder, say))
+            test = test + extra_test_tasks(cfg, seen)
         files["test_tasks"] = str(folder / "test_tasks.jsonl")
         write_jsonl(files["test_tasks"], [t.to_dict() for t in test])
+    if cfg.val_tasks:
+        val = validation_tasks(cfg, seen | {request_key(t) for t in test})
+        files["val_tasks"] = str(folder / "val_tasks.jsonl")
+        write_jsonl(files["val_tasks"], [t.to_dict() for t in val])
+    if cfg.ood_domain and cfg.ood_tasks:
+        files["ood_tasks"] = str(folder / "ood_tasks.jsonl")
+        write_jsonl(files["ood_tasks"], [t.to_dict() for t in ood_test_tasks(cfg, folder, rng, say)])
     return files
 
 
-def _request(trajectory: Any) -> str:
-    """The task's request: its first user message, whitespace folded."""
-    first = next((m for m in trajectory.messages if m.get("role") == "user"), {})
-    return " ".join(str(first.get("content") or "").split())
+def validation_tasks(cfg: DemoConfig, seen: set[str]) -> list[Any]:
+    """``cfg.val_tasks`` generated validation tasks (seed ``VAL_SEED + seed``) whose task is not in ``seen`` (every
+    bundled, base and held-out task): what the selection plays."""
+    tasks = fresh_tasks(generator(cfg.domain).generate(cfg.val_tasks * 2, seed=VAL_SEED + cfg.seed), seen,
+                        cfg.val_tasks)
+    if len(tasks) < cfg.val_tasks:
+        raise ValueError(f"the {cfg.domain} generator gave only {len(tasks)} fresh validation tasks of the "
+                         f"{cfg.val_tasks} asked (val_tasks): ask for fewer")
+    return tasks
+
+
+def ood_test_tasks(cfg: DemoConfig, folder: Path, rng: random.Random, say: Logger) -> list[Any]:
+    """``cfg.ood_tasks`` held-out tasks of the OOD domain: its bundled test split's (a seeded sample when there are
+    more), then generated ones (seed ``TEST_SEED + seed``) whose task no bundled or warm-up trajectory has."""
+    domain = str(cfg.ood_domain)
+    bundled = _sample(resolve_tasks(None, domain=domain, split="test"), cfg.ood_tasks, rng)
+    if len(bundled) >= cfg.ood_tasks:
+        return bundled
+    seen = {request_key(t) for split in ("train", "test") for t in load_trajectories(domain, split)}
+    if parse_model(cfg.model).pretrained:
+        seen |= warmup_requests(warmup_plan(cfg, None), folder, say)
+    need = cfg.ood_tasks - len(bundled)
+    return bundled + fresh_tasks(generator(domain).generate(need * 2, seed=TEST_SEED + cfg.seed), seen, need)
 
 
 def extra_test_tasks(cfg: DemoConfig, seen: set[str]) -> list[Any]:
     """``cfg.extra_test_tasks`` generated held-out tasks (seed ``TEST_SEED + seed``): successful expert
     trajectories whose task (:func:`request_key`: request and start state) is not in ``seen`` (those of every
     bundled and base trajectory: no task the base or an arm learned from is ever a test task)."""
-
-    seen = set(seen)
-    fresh = []
-    for t in generator(cfg.domain).generate(cfg.extra_test_tasks * 2, seed=TEST_SEED + cfg.seed):
-        if t.reward == 1.0 and request_key(t) not in seen:
-            seen.add(request_key(t))
-            fresh.append(t)
-    return fresh[: cfg.extra_test_tasks]
-
-
-def request_key(trajectory: Any) -> str:
-    """A short hash of the task: its request (the first user message, whitespace folded) and its start state
-    (the fixture; many generated tasks share a request and differ in the files they start from)."""
-    fixture = trajectory.fixture.to_dict() if getattr(trajectory, "fixture", None) is not None else None
-    return stable_hash(_request(trajectory), fixture)
+    return fresh_tasks(generator(cfg.domain).generate(cfg.extra_test_tasks * 2, seed=TEST_SEED + cfg.seed), seen,
+                       cfg.extra_test_tasks)
 
 
 BASE_REQUESTS = "base_requests.json"
@@ -449,6 +662,8 @@ def seen_requests(cfg: DemoConfig, folder: Path, say: Logger) -> set[str]:
     extra generated ones (read from the prebuilt base when it matches, else from the generated file)."""
 
     seen = {request_key(t) for split in ("train", "test") for t in load_trajectories(cfg.domain, split)}
+    if parse_model(cfg.model).pretrained:
+        return seen | warmup_requests(warmup_plan(cfg, None), folder, say)
     if not cfg.extra_trajectories:
         return seen
     prebuilt = Path(cfg.prebuilt_base) if cfg.prebuilt_base else None
@@ -492,6 +707,9 @@ def base_key(cfg: DemoConfig) -> str:
 def stage_base(cfg: DemoConfig, out: Path, data: dict[str, Any], say: Logger) -> dict[str, Any]:
     """The base model: the prebuilt one when its key matches, else built in ``DIR/base_model`` (kept and
     reused when the demo resumes with the same key)."""
+    if parse_model(cfg.model).pretrained:
+        return pretrained_base(warmup_plan(cfg, data["files"].get("val_tasks")), sampling(cfg), out,
+                               cfg.prebuilt_warmup, say)
     key = base_key(cfg)
     if cfg.prebuilt_base:
         found = _built_base(Path(cfg.prebuilt_base), key)
@@ -555,9 +773,12 @@ def train_base(cfg: DemoConfig, folder: Path, data: dict[str, Any], key: str, co
 
 def build_shipped_base(out_dir: str | Path, cfg: DemoConfig | None = None, log: Logger | None = None) -> dict[str, Any]:
     """``pivot-envs demo --build-base DIR``: train the quick demo's base model (deterministic: seeded, 2 torch
-    threads) into ``DIR``, the folder :data:`SHIPPED_BASE` ships; its data split is made in a scratch folder."""
+    threads) into ``DIR``, the folder :data:`SHIPPED_BASE` ships; its data split is made in a scratch folder.
+    With a pretrained ``cfg.model``: its warm-up adapter (:func:`build_shipped_warmup`)."""
     say = log or _stderr
     cfg = dataclasses.replace(cfg or quick_config(), threads=(cfg.threads if cfg and cfg.threads else 2))
+    if parse_model(cfg.model).pretrained:
+        return build_shipped_warmup(out_dir, cfg, say)
     out = Path(out_dir)
     scratch = out.parent / f".{out.name}-build"
     data = stage_data(cfg, scratch, say)
@@ -566,6 +787,24 @@ def build_shipped_base(out_dir: str | Path, cfg: DemoConfig | None = None, log: 
     for name in ("train_log.jsonl",):
         (out / name).unlink(missing_ok=True)
     return built
+
+
+def build_shipped_warmup(out_dir: str | Path, cfg: DemoConfig, say: Logger) -> dict[str, Any]:
+    """``pivot-envs demo --model smollm2 --build-base DIR``: the warm-up adapter of ``cfg``'s pretrained model into
+    ``DIR`` (deterministic: seeded data and checks, fixed threads); its data (the validation tasks the band is
+    checked on) is made in a scratch folder."""
+    cfg = dataclasses.replace(cfg, engine=resolve_engine(cfg.engine))
+    if cfg.warmup is None or not cfg.val_tasks:
+        raise ValueError(f"--build-base with --model {cfg.model}: the preset has no warm-up recipe or validation tasks")
+    out = Path(out_dir)
+    scratch = out.parent / f".{out.name}-build"
+    data = stage_data(cfg, scratch, say)
+    command = (BUILD_WARMUP_COMMAND if cfg.model == "smollm2" and out.resolve() == Path(SHIPPED_WARMUP).resolve()
+               else f"pivot-envs demo --model {cfg.model} --build-base {out_dir}")
+    report = build_warmup(warmup_plan(cfg, data["files"]["val_tasks"]), sampling(cfg), out, scratch / "data",
+                          command, say)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return {"dir": str(out), "key": report.key, "report": asdict(report), "command": command, "prebuilt": False}
 
 
 def torch_threads(cfg: DemoConfig) -> int:
@@ -611,7 +850,9 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
                   say: Logger) -> dict[str, Any]:
     """Profile every candidate with K samples of the base model (checkpointed; resumes)."""
 
-    key = stable_hash("profile", base["key"], cfg.profile_k, cfg.seed, cfg.max_new_tokens)
+    engine = engine_settings(cfg)
+    key = stable_hash("profile", base["key"], cfg.profile_k, cfg.seed, cfg.max_new_tokens,
+                      *((asdict(engine),) if engine != EngineSettings(max_model_len=engine.max_model_len) else ()))
     folder = out / "data"
     path = folder / "profile.json"
     done = _load_stage(path, key)
@@ -619,9 +860,6 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
         say(f"  (done before) {done['stats']['candidates']} candidates")
         return done
     candidates = read_pivots(data["files"]["candidates"])
-    agent = HFAgent(base["dir"], device="cpu", temperature=1.0, max_new_tokens=cfg.max_new_tokens,
-                    max_prompt_tokens=cfg.base.max_context_tokens, batch_size=16, logprobs="none",
-                    num_threads=torch_threads(cfg))
     checkpoint = folder / "profile.checkpoint.jsonl"
     if checkpoint.exists() and not path.exists():
         say("  resuming from the profile checkpoint")
@@ -634,11 +872,12 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
             last[0] = now
             say(f"  {done_n}/{total} candidates profiled ({now:.0f} s)")
 
-    try:
-        profiled = profile_pivots(candidates, agent, None, k=cfg.profile_k, seed=cfg.seed, batch_pivots=16,
+    engine = engine_settings(cfg)
+    with eval_agents(base["dir"], engine, seed=cfg.seed, max_new_tokens=cfg.max_new_tokens,
+                     max_prompt_tokens=prompt_window(cfg), batch_size=16, num_threads=torch_threads(cfg)) as agent:
+        profiled = profile_pivots(candidates, agent(1.0), None, k=cfg.profile_k, seed=cfg.seed,
+                                  batch_pivots=16 if engine.kind == "hf" else max(16, cfg.eval_batch),
                                   checkpoint=_fresh_checkpoint(checkpoint, key), progress=progress)
-    finally:
-        agent.close()
     file = folder / "candidates.profiled.jsonl"
     write_jsonl(file, [p.to_dict() for p in profiled])
     stats = profile_stats(profiled, cfg.profile_k)
@@ -710,53 +949,83 @@ def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logge
 
 
 def stage_select(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], say: Logger) -> dict[str, Any]:
-    """Choose the RL and SFT learning rates and lambda by validation accuracy (or take the fixed values)."""
+    """Choose the RL and SFT learning rates and lambda on validation (or take the fixed values), the base a
+    candidate of every choice (lr = 0). With validation tasks (``cfg.val_tasks``) the metric is their task success
+    at T=1, the held-out metric; without, greedy per-turn accuracy on the validation pivots (which does not track
+    task success: the full run of the stop-turn fix chose PivotRL's lr 1e-4 by it, a third of the gain of 3e-4)."""
     rollouts = sets["profile"]["stats"]["rollouts"]
     lam0 = f"{cfg.lambda_diff:g}"
-    selection: dict[str, Any] = {"rl_lr": cfg.rl_lr, "sft_lr": cfg.sft_lr, "lambda": cfg.lambda_diff, "trials": []}
+    by_tasks = bool(settings.val_tasks)
+    evals = ("val", "val_tasks") if by_tasks else ("val",)
+    selection: dict[str, Any] = {"rl_lr": cfg.rl_lr, "sft_lr": cfg.sft_lr, "lambda": cfg.lambda_diff, "trials": [],
+                                 "metric": selection_metric(cfg, by_tasks)}
     wants_rl = any(a in cfg.arms for a in ("pivotrl", "no_filter", "strict_reward", "pvpo"))
     first: list[RunSpec] = []
     if wants_rl and len(cfg.rl_lr_grid) > 0:
-        first += [RunSpec("pivotrl", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", ("val",), rollouts)
+        first += [RunSpec("pivotrl", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", evals, rollouts)
                   for lr in cfg.rl_lr_grid]
     if "sft" in cfg.arms and len(cfg.sft_lr_grid) > 0:
-        first += [RunSpec("sft", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", ("val",)) for lr in cfg.sft_lr_grid]
+        first += [RunSpec("sft", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", evals) for lr in cfg.sft_lr_grid]
     if not first and not cfg.lambda_grid:
         say("  fixed settings (no grid): RL lr %g, SFT lr %g, lambda %g" % (cfg.rl_lr, cfg.sft_lr, cfg.lambda_diff))
+        selection["metric"] = None
         return selection
-    first.append(RunSpec("base", cfg.seed, evals=("val",)))  # the base is a candidate (lr = 0)
+    first.append(RunSpec("base", cfg.seed, evals=evals))  # the base is a candidate (lr = 0)
     results = run_many(first, settings, cfg.workers)
-    base_val = results[-1]["val"]["functional"]
+    score = val_score(by_tasks)
+    base_val = score(results[-1])
     first, results = first[:-1], results[:-1]
     selection["base_val"] = base_val
     rl = [(s, r) for s, r in zip(first, results) if s.arm == "pivotrl"]
     sft = [(s, r) for s, r in zip(first, results) if s.arm == "sft"]
     if rl:
-        selection["rl_lr"] = _best(rl).lr
+        selection["rl_lr"] = _best(rl, score).lr
     if sft:
-        selection["sft_lr"] = _best(sft).lr
+        selection["sft_lr"] = _best(sft, score).lr
     lam_trials = []
     if wants_rl and cfg.lambda_grid:
         lam_specs = [RunSpec("pivotrl", cfg.seed, sets["adv"][f"{lam:g}"], selection["rl_lr"], f"lambda={lam:g}",
-                             ("val",), rollouts) for lam in cfg.lambda_grid]
+                             evals, rollouts) for lam in cfg.lambda_grid]
         lam_trials = list(zip(lam_specs, run_many(lam_specs, settings, cfg.workers)))
-        best = _best(lam_trials)
+        best = _best(lam_trials, score)
         selection["lambda"] = float(best.label.split("=")[1])
     for spec, result in rl + sft + lam_trials:
         trial = {"arm": spec.arm, "lr": spec.lr, "label": spec.label, "val_functional": result["val"]["functional"],
-                 "val_strict": result["val"]["strict"], "run": Path(result["folder"]).name}
+                 "val_strict": result["val"]["strict"], "val_task_success": (result.get("val_tasks") or {}).get("success"),
+                 "score": score(result), "run": Path(result["folder"]).name}
         if trial not in selection["trials"]:
             selection["trials"].append(trial)
     for arm, pairs in (("pivotrl", rl), ("sft", sft)):
         if pairs:
-            best = max(r["val"]["functional"] for _, r in pairs)
+            best = max(score(r) for _, r in pairs)
             selection.setdefault("beats_base", {})[arm] = best > base_val
             if best <= base_val:
                 say(f"  {arm}: no learning rate beat the base on validation ({best:.3f} <= {base_val:.3f}): "
                     "selection keeps the base (lr = 0); the arm is still trained at its best rate and reported")
-    say(f"  chosen on validation: RL lr {selection['rl_lr']:g}, SFT lr {selection['sft_lr']:g}, "
-        f"lambda {selection['lambda']:g} (base validation accuracy {base_val:.3f})")
+    say(f"  chosen on {selection['metric']}: RL lr {selection['rl_lr']:g}, SFT lr {selection['sft_lr']:g}, "
+        f"lambda {selection['lambda']:g} (the base: {base_val:.3f})")
     return selection
+
+
+def selection_metric(cfg: DemoConfig, by_tasks: bool) -> str:
+    """What the selection compares, in words."""
+    if by_tasks:
+        return (f"validation task success (T=1 pass@1 over {cfg.val_tasks} generated validation tasks, "
+                f"{cfg.val_episode_k} episode(s) each)")
+    return "validation per-turn accuracy (greedy, functional, on the validation pivots)"
+
+
+def val_score(by_tasks: bool) -> Callable[[dict[str, Any]], float]:
+    """A run's validation figure the selection maximises: validation task success, or per-turn accuracy."""
+    def score(run: dict[str, Any]) -> float:
+        if by_tasks:
+            value = (run.get("val_tasks") or {}).get("success")
+            if value is None:
+                raise ValueError(f"run {run.get('folder')}: no validation task success to select on")
+            return float(value)
+        return float(run["val"]["functional"])
+
+    return score
 
 
 def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], selection: dict[str, Any],
@@ -766,10 +1035,13 @@ def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], sel
     rollouts = sets["profile"]["stats"]["rollouts"]
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
     specs: list[RunSpec] = []
-    evals = ("val", "test")  # val: the base is a candidate of every selection (lr = 0), see the report
     for arm in cfg.arms:
         arm_seeds = seeds if arm in ("base", "sft", "pivotrl") else [cfg.seed]
         for seed in arm_seeds:
+            # val: the base is a candidate of every selection (lr = 0), see the report; the selection seed's runs
+            # also keep their validation task success (played by the selection: the same run folders)
+            evals = ("val", "val_tasks", "test") if seed == cfg.seed and selection.get("metric") and \
+                settings.val_tasks else ("val", "test")
             if arm == "base":
                 specs.append(RunSpec("base", seed, evals=evals))
             elif arm == "sft":
@@ -799,9 +1071,9 @@ def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], sel
 # --------------------------------------------------------------------------- helpers
 
 
-def _best(trials: list[tuple[RunSpec, dict[str, Any]]]) -> RunSpec:
-    """The spec with the highest validation accuracy (ties: the first in grid order)."""
-    best = max(range(len(trials)), key=lambda i: (trials[i][1]["val"]["functional"], -i))
+def _best(trials: list[tuple[RunSpec, dict[str, Any]]], score: Callable[[dict[str, Any]], float]) -> RunSpec:
+    """The spec with the highest validation figure (ties: the first in grid order)."""
+    best = max(range(len(trials)), key=lambda i: (score(trials[i][1]), -i))
     return trials[best][0]
 
 

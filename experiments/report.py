@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pivot_envs.experiments.arms import ARM_TITLES, ARMS
-from pivot_envs.experiments.comparisons import paired_comparisons, turns_to_match
+from pivot_envs.experiments.comparisons import arm_intervals, paired_comparisons, turns_to_match
+from pivot_envs.experiments.plots import draw_plots
 from pivot_envs.experiments.verifier_demo import DomainSummary, markdown_report
-from pivot_envs.trainers.metrics import read_metrics
 
 CLAIM_MARGIN = 0.10
 """PivotRL must beat Base in-domain by at least this much (10 points)."""
@@ -43,11 +43,15 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for name, key in (("in_domain_accuracy", "functional"), ("strict_accuracy", "strict"),
                           ("mean_at_k_functional", "mean_at_k_functional"), ("mean_at_k_strict", "mean_at_k_strict"),
                           ("ood_accuracy", "ood_accuracy"), ("task_success", "task_success"),
-                          ("task_success_greedy", "task_success_greedy")):
+                          ("task_success_greedy", "task_success_greedy"), ("ood_task_success", "ood_task_success"),
+                          ("ood_task_success_greedy", "ood_task_success_greedy")):
             values = [t[key] for t in tests if t.get(key) is not None]
             entry[name], entry[f"{name}_std"] = mean_std(values)
+        entry["per_turn"] = entry["in_domain_accuracy"]  # the real-model report's name (issue 18's contract)
         val = [r["val"]["functional"] for r in rows if r.get("val")]
         entry["val_accuracy"], entry["val_accuracy_std"] = mean_std(val)
+        val_tasks = [r["val_tasks"]["success"] for r in rows if (r.get("val_tasks") or {}).get("success") is not None]
+        entry["val_task_success"] = mean_std(val_tasks)[0]
         entry["rollout_turns"] = _mean_int([r.get("rollout_turns", 0) for r in rows])
         entry["profile_rollouts"] = _mean_int([r.get("profile_rollouts", 0) for r in rows])
         entry["train_rollouts"] = _mean_int([t.get("rollouts", 0) for t in trains])
@@ -170,23 +174,55 @@ def arm_pair_claims(comparisons: dict[str, dict[str, Any]]) -> list[dict[str, An
     claims = []
     c = comparisons.get("pivotrl_vs_sft")
     if c and c.get("diff") is not None:
-        claims.append(_paired_claim("pivotrl_not_below_sft_task_success", "PivotRL task success >= SFT (pass@1 at "
-                                    "T=1, paired bootstrap over held-out tasks)", [c], ("pivotrl", "sft"),
-                                    strict=False))
-    r = comparisons.get("ood_retention")
-    if r:
-        claim = _paired_claim("ood_retention_paired", "OOD drop of PivotRL <= half the OOD drop of SFT (paired "
-                              "over the probe items)", [r], None, strict=False, floor=True)
-        claim["numbers"] = {k: r[k] for k in ("base", "pivotrl", "sft", "pivotrl_drop", "sft_drop", "diff",
-                                              "p_value", "n")}
-        claim["note"] = f"tested: {r['form']} >= 0"
+        claim = _paired_claim("pivotrl_not_below_sft_task_success", "PivotRL task success >= SFT (pass@1 at "
+                              "T=1, paired bootstrap over held-out tasks)", [c], ("pivotrl", "sft"), strict=False)
+        if _unmoved([comparisons.get("pivotrl_vs_base"), comparisons.get("sft_vs_base")]):
+            claim.update(verdict=NOT_TESTABLE, holds=None,
+                         note="neither arm changed any held-out task's outcome from the base's")
         claims.append(claim)
+    for key, name, items in (("ood_retention", "ood_retention_paired", "the probe items"),
+                             ("ood_task_retention", "ood_task_retention_paired", "the OOD domain's tasks, T=1")):
+        r = comparisons.get(key)
+        if r:
+            claims.append(_retention_claim(r, name, f"OOD drop of PivotRL <= half the OOD drop of SFT (paired over "
+                                                    f"{items})"))
     pair = [comparisons.get("pivotrl_vs_no_filter"), comparisons.get("no_filter_vs_strict_reward")]
     if all(p and p.get("diff") is not None for p in pair):
         claims.append(_paired_claim("table4_ordering_task_success", "Table 4 ordering on task success: PivotRL > "
                                     "- pivot filtering > - functional reward (paired bootstrap over held-out tasks)",
                                     pair, ("pivotrl", "no_filter", "strict_reward"), strict=True))
     return claims
+
+
+NOT_TESTABLE = "not testable"
+"""The verdict of a claim whose compared quantity did not move (e.g. the OOD claim when SFT lost nothing: there is
+no drop to halve). It is never printed as "reproduced"."""
+
+
+def _retention_claim(r: dict[str, Any], name: str, text: str) -> dict[str, Any]:
+    """The paired OOD claim from :func:`~pivot_envs.experiments.comparisons.ood_retention`'s test: "not testable"
+    when SFT lost nothing on these items (there is no SFT drop for PivotRL's to be half of)."""
+    numbers = {k: r[k] for k in ("base", "pivotrl", "sft", "pivotrl_drop", "sft_drop", "diff", "p_value", "n")}
+    if r["sft_drop"] <= 0 and r["pivotrl_drop"] <= 0:
+        return {**_claim(name, text, None, numbers, f"no arm lost OOD ability (base {_fmt(r['base'])}, SFT "
+                                                    f"{_fmt(r['sft'])}, PivotRL {_fmt(r['pivotrl'])}): there is no "
+                                                    "SFT drop to halve"),
+                "verdict": NOT_TESTABLE, "interval": [r["ci_low"], r["ci_high"]],
+                "interval_kind": "of PivotRL - base (bootstrap)"}
+    claim = _paired_claim(name, text, [r], None, strict=False, floor=True)
+    claim["numbers"] = numbers
+    sft_test = r.get("sft_vs_base") or {}
+    noisy = r["sft_drop"] > 0 and sft_test.get("ci_high") is not None and sft_test["ci_high"] >= 0
+    claim["note"] = (f"tested: {r['form']} >= 0" + ("; SFT lost nothing, PivotRL lost "
+                                                    f"{r['pivotrl_drop']:.3f}" if r["sft_drop"] <= 0 else "")
+                     + (f"; SFT's own drop is within noise (SFT - base [{sft_test['ci_low']:+.3f}, "
+                        f"{sft_test['ci_high']:+.3f}])" if noisy else ""))
+    return claim
+
+
+def _unmoved(tests: Sequence[dict[str, Any] | None]) -> bool:
+    """Whether every paired test against the base shows no change at all (the same outcome on every item)."""
+    return all(t is not None and t.get("diff") == 0 and t.get("ci_low") == 0 and t.get("ci_high") == 0 for t in tests)
 
 
 def _paired_claim(name: str, text: str, tests: list[dict[str, Any]], arms: tuple[str, ...] | None,
@@ -243,20 +279,24 @@ def check_claims(arms: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     b_ood, rl_ood, sft_ood = acc("base", "ood_accuracy"), acc("pivotrl", "ood_accuracy"), acc("sft", "ood_accuracy")
     measured = None not in (b_ood, rl_ood, sft_ood)
     sft_drop = b_ood - sft_ood if measured else None  # type: ignore[operator]
-    note = ""
-    if measured and sft_drop <= 0:  # type: ignore[operator]
-        # SFT lost nothing: the claim reads "PivotRL lost nothing either", i.e. rl - base >= 0
-        comparison = [({"pivotrl": 1, "base": -1}, 0.0)]
-        note = "SFT lost no OOD accuracy, so the claim only holds if PivotRL lost none either"
-    else:
-        # rl_drop <= sft_drop / 2  <=>  rl - base/2 - sft/2 >= 0
-        comparison = [({"pivotrl": 1, "base": -0.5, "sft": -0.5}, 0.0)]
-    claims.append(noise.claim("ood_drop_at_most_half_of_sft",
-                              "OOD drop of PivotRL <= half the OOD drop of SFT (spread over seeds)",
-                              comparison, "ood_accuracy",
-                              {"base": b_ood, "pivotrl": rl_ood, "sft": sft_ood,
-                               "pivotrl_drop": b_ood - rl_ood if measured else None,  # type: ignore[operator]
-                               "sft_drop": sft_drop}, note, strict=False))
+    ood_text = "OOD drop of PivotRL <= half the OOD drop of SFT (spread over seeds)"
+    ood_numbers = {"base": b_ood, "pivotrl": rl_ood, "sft": sft_ood,
+                   "pivotrl_drop": b_ood - rl_ood if measured else None,  # type: ignore[operator]
+                   "sft_drop": sft_drop}
+    if measured and sft_drop <= 0 and ood_numbers["pivotrl_drop"] <= 0:  # type: ignore[operator]
+        claims.append({**_claim("ood_drop_at_most_half_of_sft", ood_text, None, ood_numbers,
+                                f"no arm lost OOD accuracy (base {_fmt(b_ood)}, SFT {_fmt(sft_ood)}, PivotRL "
+                                f"{_fmt(rl_ood)}): there is no SFT drop to halve"), "verdict": NOT_TESTABLE,
+                       "interval": None})
+    elif measured and sft_drop <= 0:  # type: ignore[operator]
+        # SFT lost nothing, PivotRL lost something: the claim fails unless PivotRL's loss is noise (rl - base >= 0)
+        claims.append(noise.claim("ood_drop_at_most_half_of_sft", ood_text, [({"pivotrl": 1, "base": -1}, 0.0)],
+                                  "ood_accuracy", ood_numbers, "SFT lost no OOD accuracy, PivotRL lost some",
+                                  strict=False))
+    else:  # rl_drop <= sft_drop / 2  <=>  rl - base/2 - sft/2 >= 0
+        claims.append(noise.claim("ood_drop_at_most_half_of_sft", ood_text,
+                                  [({"pivotrl": 1, "base": -0.5, "sft": -0.5}, 0.0)], "ood_accuracy", ood_numbers,
+                                  strict=False))
     nf, st = acc("no_filter"), acc("strict_reward")
     claims.append(noise.claim("table4_ordering", "Table 4 ordering on per-turn accuracy: PivotRL > - pivot filtering > "
                               "- functional reward (spread over seeds)",
@@ -293,6 +333,12 @@ class _SeedNoise:
             means = {a: self.arms.get(a, {}).get(key) for a in coefs}
             if any(m is None or (isinstance(m, float) and math.isnan(m)) for m in means.values()):
                 return {**_claim(name, text, None, numbers, note), "verdict": "not measured", "interval": None}
+        if (not strict and all(t == 0 for _, t in comparisons)
+                and self._unmoved([a for coefs, _ in comparisons for a in coefs], key)):
+            return {**_claim(name, text, None, numbers, (note + "; " if note else "") +
+                             "no arm's figure moved from the base's"), "verdict": NOT_TESTABLE, "interval": None}
+        for coefs, threshold in comparisons:
+            means = {a: self.arms.get(a, {}).get(key) for a in coefs}
             margin = sum(c * means[a] for a, c in coefs.items()) - threshold
             ok = margin > 1e-12 if strict else margin >= -1e-12
             holds = holds and ok
@@ -313,6 +359,19 @@ class _SeedNoise:
         verdict = min(verdicts, key=order.index)
         return {**_claim(name, text, holds, numbers, note), "verdict": verdict,
                 "interval": intervals[0] if len(intervals) == 1 else intervals}
+
+    def _unmoved(self, arms: Sequence[str], key: str) -> bool:
+        """Whether every arm of a comparison has exactly the base's figure at every seed (a ">=" claim over
+        figures that did not move says nothing: not testable)."""
+        base = self._values("base", key) or ([self.arms["base"][key]] if self.arms.get("base", {}).get(key) is not None
+                                             else [])
+        if not base or any(a != "base" and a not in self.arms for a in arms):
+            return False
+        for arm in set(arms) - {"base"}:
+            values = self._values(arm, key) or [self.arms[arm][key]]
+            if any(abs(v - b) > 1e-12 for v in values for b in base):
+                return False
+        return True
 
     def _half_width(self, coefs: dict[str, float], key: str) -> float | None:
         borrowed = self._borrowed(key)
@@ -396,8 +455,12 @@ def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, An
                  wall_seconds: float) -> dict[str, Any]:
     """The ``report.json`` content."""
     arms = aggregate_arms(runs)
+    for name, figures in arm_intervals(runs).items():
+        for figure, ci in figures.items():
+            arms[name][f"{figure}_ci"] = [ci["ci_low"], ci["ci_high"]]
     comparisons = paired_comparisons(runs)
     base_report = base["report"]
+    pretrained = base.get("kind") == "pretrained"
     report = {
         "arms": arms,
         "comparisons": comparisons,
@@ -410,7 +473,14 @@ def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, An
         "data": {**data["sizes"], "candidates_text_turns": _text_turns(data["files"].get("candidates"))},
         "base_model": {**{k: base_report.get(k) for k in ("parameters", "vocab_size", "base_pivots", "probe_items",
                                                           "steps", "tokens", "seconds", "recipe", "best_step")},
-                       "prebuilt": bool(base.get("prebuilt")), "command": base.get("command"), "key": base.get("key")},
+                       "prebuilt": bool(base.get("prebuilt")), "command": base.get("command"), "key": base.get("key"),
+                       "kind": base.get("kind", "tiny"), "warmup": base.get("warmup")},
+        "model": ({k: base_report.get(k) for k in ("name", "spec", "parameters", "source", "fingerprint")}
+                  if pretrained else {"name": "tiny", "spec": "tiny", "parameters": base_report["parameters"]}),
+        "engine": getattr(cfg, "engine", "hf"),
+        "ood": ({"domain": cfg.ood_domain, "tasks": data["sizes"].get("ood_tasks"), "episode_k": cfg.ood_episode_k,
+                 "probes": cfg.probe_set} if getattr(cfg, "ood_domain", None) else {"probes": getattr(cfg, "probe_set", "builtin")}),
+        "timings": {**{f"{k}_s": v for k, v in stage_seconds.items()}, "total_s": round(wall_seconds, 1)},
         "profile": {**profile["stats"], "seconds": profile.get("seconds")},
         "filters": filters,
         "selection": selection,
@@ -441,8 +511,10 @@ def write_report(report: dict[str, Any], out: str | Path) -> list[Path]:
 
 def table_rows(report: dict[str, Any], titles: bool = True) -> list[list[str]]:
     """Rows of the results table (header first): one per arm (its title, or its short name)."""
-    header = ["arm", "task success (T=1 pass@1)", "task success (greedy)", "per-turn (greedy)", "strict", "mean@k",
-              "OOD probes", "rollout turns", "zero-var groups", "train s", "eval s"]
+    ood_tasks = any(a.get("ood_task_success") is not None for a in report["arms"].values())
+    header = (["arm", "task success (T=1 pass@1)", "task success (greedy)", "per-turn (greedy)", "strict", "mean@k",
+               "OOD probes"] + (["OOD task success (T=1)", "OOD task success (greedy)"] if ood_tasks else [])
+              + ["rollout turns", "zero-var groups", "train s", "eval s"])
     rows = [header]
     for name, a in report["arms"].items():
         rows.append([
@@ -450,11 +522,52 @@ def table_rows(report: dict[str, Any], titles: bool = True) -> list[list[str]]:
             _pm(a.get("task_success_greedy"), a.get("task_success_greedy_std")),
             _pm(a["in_domain_accuracy"], a.get("in_domain_accuracy_std")),
             _pm(a["strict_accuracy"], a.get("strict_accuracy_std")), _pm(a.get("mean_at_k_functional"), None),
-            _pm(a["ood_accuracy"], a.get("ood_accuracy_std")), f"{a['rollout_turns']:,}",
-            "-" if a.get("zero_var_frac") is None else f"{a['zero_var_frac']:.2f}",
-            f"{a['train_seconds']:.0f}", f"{a['eval_seconds']:.0f}",
-        ])
+            _pm(a["ood_accuracy"], a.get("ood_accuracy_std"))]
+            + ([_pm(a.get("ood_task_success"), a.get("ood_task_success_std")),
+                _pm(a.get("ood_task_success_greedy"), a.get("ood_task_success_greedy_std"))] if ood_tasks else [])
+            + [f"{a['rollout_turns']:,}", "-" if a.get("zero_var_frac") is None else f"{a['zero_var_frac']:.2f}",
+               f"{a['train_seconds']:.0f}", f"{a['eval_seconds']:.0f}"])
     return rows
+
+
+def interval_lines(report: dict[str, Any]) -> list[str]:
+    """Each arm's headline figures with their 95 % intervals (bootstrap over the items; the headline plot's bars)."""
+    figures = [("task_success", "task success T=1"), ("task_success_greedy", "greedy"),
+               ("ood_task_success", "OOD task success T=1"), ("ood_accuracy", "OOD probes")]
+    shown = [(k, t) for k, t in figures if any(a.get(f"{k}_ci") for a in report["arms"].values())]
+    if not shown:
+        return []
+    lines = ["", "With 95 % intervals (bootstrap over the held-out items, each arm's seeds averaged per item):", "",
+             "| arm | " + " | ".join(t for _, t in shown) + " |", "|---|" + "---|" * len(shown)]
+    for name, a in report["arms"].items():
+        cells = []
+        for k, _ in shown:
+            ci = a.get(f"{k}_ci")
+            cells.append("-" if a.get(k) is None else f"{a[k]:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def console_tables(report: dict[str, Any]) -> list[tuple[str, list[list[str]]]]:
+    """The printed summary as two narrow tables (``(title, rows)``, header first), each readable at 80 columns:
+    task success on the held-out tasks (in-domain and, where measured, OOD), then per-turn accuracy, the OOD
+    probes and the cost. Figures over several seeds read ``mean±std``."""
+    arms = report["arms"]
+    ood_tasks = any(a.get("ood_task_success") is not None for a in arms.values())
+    first = [["arm", "T=1", "greedy"] + (["OOD T=1"] if ood_tasks else []) + ["cut %"]]
+    second = [["arm", "per-turn", "mean@k", "OOD probes", "turns", "train s"]]
+    for name, a in arms.items():
+        cut = a.get("truncated_greedy")
+        first.append([name, _pm_short(a.get("task_success"), a.get("task_success_std")),
+                      _pm_short(a.get("task_success_greedy"), a.get("task_success_greedy_std"))]
+                     + ([_pm_short(a.get("ood_task_success"), a.get("ood_task_success_std"))] if ood_tasks else [])
+                     + ["-" if cut is None else f"{100 * cut:.0f}"])
+        second.append([name, _pm_short(a.get("in_domain_accuracy"), a.get("in_domain_accuracy_std")),
+                       _pm_short(a.get("mean_at_k_functional"), None),
+                       _pm_short(a.get("ood_accuracy"), a.get("ood_accuracy_std")), f"{a['rollout_turns']:,}",
+                       f"{a['train_seconds']:.0f}"])
+    return [("task success on the held-out tasks (T=1 pass@1, greedy; cut % = greedy episodes cut at the turn "
+             "limit)", first), ("per-turn accuracy (greedy), OOD probes, rollout turns, training seconds", second)]
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -462,22 +575,24 @@ def markdown(report: dict[str, Any]) -> str:
     r = report
     seeds = ", ".join(str(s) for s in r["seeds"])
     lines = [
-        f"# pivot-envs demo: PivotRL at small scale ({r['domain']})",
+        f"# pivot-envs demo: PivotRL at small scale ({r['domain']}, {(r.get('model') or {}).get('name', 'tiny')})",
         "",
         f"Seeds {seeds} (main arms; the other arms use seed {r['seed']}). "
-        f"Base model: {r['model_params']:,} parameters. "
+        f"Base model: {(r.get('model') or {}).get('name', 'tiny')}, {r['model_params']:,} parameters; rollout engine "
+        f"`{r.get('engine', 'hf')}`. "
         f"Data: {r['data']['base']} base pivots, {r['data']['candidates']} candidates (D_cand), "
         f"{r['data']['val']} validation and {r['data']['test']} test pivots. "
         f"Wall time {r['wall_seconds'] / 60:.1f} min "
         "(summed over the stages; a resumed demo counts every call).",
         "",
-        "## Results (test pivots; mean ± sample std over seeds)",
+        "## Results (held-out tasks and test pivots; mean ± sample std over seeds)",
         "",
     ]
     rows = table_rows(r)
     lines.append("| " + " | ".join(rows[0]) + " |")
     lines.append("|" + "---|" * len(rows[0]))
     lines += ["| " + " | ".join(row) + " |" for row in rows[1:]]
+    lines += interval_lines(r)
     k = r["settings"].get("eval_k")
     ek = r["settings"].get("episode_k")
     tasks = next((a.get("tasks") for a in r["arms"].values() if a.get("tasks")), None)
@@ -489,7 +604,13 @@ def markdown(report: dict[str, Any]) -> str:
         "objective), greedy beside it. "
         f"per-turn = greedy accuracy under the domain's functional verifier; strict = greedy exact match; "
         f"mean@k = mean functional reward of {k} samples at temperature 1; OOD = greedy exact match on the "
-        "200 fixed probe questions (arithmetic and key-value lookup) the base model learned; rollout turns = "
+        + ("the few-shot probe questions (8 families) the pretrained model partly answers before any training; "
+           if r.get("ood", {}).get("probes") == "few_shot" else
+           "200 fixed probe questions (arithmetic and key-value lookup) the base model learned; ")
+        + (f"OOD task success = {r['ood'].get('tasks')} held-out tasks of the {r['ood']['domain']} domain (which the "
+           f"arms never train on) played to the end, T=1 pass@1 over {r['ood'].get('episode_k')} episode(s) and "
+           "greedy; " if r.get("ood", {}).get("domain") else "")
+        + "rollout turns = "
         "actions sampled (profiling + training); zero-var groups = share of training groups whose G rewards "
         "were all equal (no GRPO signal).",
         "",
@@ -503,11 +624,7 @@ def markdown(report: dict[str, Any]) -> str:
         "## The paper's claims at this scale",
         "",
     ]
-    for c in r["claims"]:
-        mark = c.get("verdict") or {True: "reproduced", False: "not reproduced", None: "not measured"}[c["holds"]]
-        nums = ", ".join(f"{k} {_fmt(v)}" for k, v in c["numbers"].items() if v is not None)
-        lines.append(f"- **{mark.upper() if mark.startswith('not rep') else mark}**: {c['text']} ({nums})"
-                     f"{_interval_text(c.get('interval'), c.get('interval_kind', 'of the margin over seeds'))}{'. ' + c['note'] if c.get('note') else ''}")
+    lines += claim_lines(r["claims"])
     lines += ["", "Observations (computed from the numbers below):", ""] + [f"- {n}" for n in r.get("observations", [])]
     p = r["profile"]
     lines += [
@@ -535,10 +652,13 @@ def markdown(report: dict[str, Any]) -> str:
               f"{r['settings']['pivots_per_step']} pivots "
               f"(RL: G = {r['settings']['group_size']}, beta = {r['settings']['beta']:g})."]
     if sel["trials"]:
-        lines += ["", "| trial | lr | setting | validation functional | validation strict |", "|---|---|---|---|---|"]
+        lines += ["", f"Selection metric: {sel.get('metric') or 'validation per-turn accuracy'}; the base (lr = 0) "
+                  f"scored {_fmt(sel.get('base_val'))}.", "",
+                  "| trial | lr | setting | validation task success (T=1) | validation per-turn | validation strict |",
+                  "|---|---|---|---|---|---|"]
         for t in sel["trials"]:
-            lines.append(f"| {t['arm']} | {t['lr']:g} | {t['label']} | {t['val_functional']:.3f} | "
-                         f"{t['val_strict']:.3f} |")
+            lines.append(f"| {t['arm']} | {t['lr']:g} | {t['label']} | {_fmt(t.get('val_task_success'))} | "
+                         f"{t['val_functional']:.3f} | {t['val_strict']:.3f} |")
     lines += ["", "## Per arm", "",
               "| arm | lr | seeds | steps (updates) | train rollouts | tokens | val | per seed (in-domain / OOD) |",
               "|---|---|---|---|---|---|---|---|"]
@@ -550,8 +670,55 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {name} | {_fmt(a.get('lr'))} | {len(a['seeds'])} | {a['steps']} ({a['updates']}) | "
                      f"{a['train_rollouts']:,} | {tokens} | {_fmt(a.get('val_accuracy'))} | {per} |")
     b = r["base_model"]
+    if b.get("kind") == "pretrained":
+        lines += pretrained_base_lines(r)
+    else:
+        lines += tiny_base_lines(r)
+    lines += ["", "## Wall time per stage", "",
+              ", ".join(f"{k} {v:.0f} s" for k, v in r["stage_seconds"].items())
+              + (f" (machine: {r['machine'].get('cpus')} CPUs, {r['machine'].get('device')}, load average at the end "
+                 f"{_fmt(r['machine'].get('load_avg_at_end'))})" if r.get("machine") else "")]
+    if r.get("command"):
+        lines += ["", f"Command: `{r['command']}`"]
+    if r.get("plots"):
+        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in r["plots"]]
+    if r.get("verifiers"):
+        summaries = [DomainSummary(**v) for v in r["verifiers"].values()]
+        text = markdown_report(summaries, sum(s.seconds for s in summaries), r["seed"])
+        lines += ["", "## Verifier summary", ""] + text.splitlines()[3:]
+    return "\n".join(lines) + "\n"
+
+
+def pretrained_base_lines(r: dict[str, Any]) -> list[str]:
+    """The report's base-model section for a pretrained model: where it came from, and its warm-up."""
+    b, m = r["base_model"], r.get("model") or {}
+    w = b.get("warmup")
+    lines = ["", "## Base model", "", f"{m.get('name')} ({m.get('parameters') or 0:,} parameters; `--model "
+             f"{m.get('spec')}`, weights fingerprint {m.get('fingerprint')})."]
+    if not w:
+        return lines + ["", "No warm-up: the arms start from the model as it is."]
+    rec = w["recipe"]
+    checks = ", ".join(f"step {c['step']}: {c['success']:.3f}" for c in w.get("checks", []))
+    lines += ["", f"Warm-up (LoRA rank {rec['lora_r']}, alpha {rec['lora_alpha']}, every linear layer; lr {rec['lr']:g}; "
+              f"{rec['batch']} trajectories a step) on {w.get('trajectories')} generated trajectories (never a task of the "
+              f"arms' pivots, the held-out or the validation tasks), {w.get('tokens', {}).get('pool', 0):,} tokens a pass. "
+              f"Band checks (T=1 task success on {rec['check_tasks']} validation tasks): {checks}. Kept step "
+              f"{w.get('chosen_step')}: {_fmt(w.get('chosen_success'))}, "
+              f"{'inside' if w.get('in_band') else 'OUTSIDE'} the band {rec['band_low']:g}-{rec['band_high']:g}. "
+              f"{_fmt(w.get('train_seconds'))} s of training ({_fmt(w.get('tokens_per_s'))} tokens/s), "
+              f"{_fmt(w.get('seconds'))} s with the checks.",
+              "",
+              (f"How it was made: prebuilt (shipped with the package), by `{b['command']}` (key {b['key']}, which this "
+               "run's model, recipe and data match)." if b.get("prebuilt") else
+               f"How it was made: by this run (`{b.get('command') or 'pivot-envs demo'}`), adapter {w.get('adapter')}.")]
+    return lines
+
+
+def tiny_base_lines(r: dict[str, Any]) -> list[str]:
+    """The report's base-model section for the tiny model trained from scratch."""
+    b = r["base_model"]
     rec = b["recipe"]
-    lines += [
+    return [
         "", "## Base model", "",
         f"{b['parameters']:,} parameters (Llama-style, {rec['n_layers']} layers, width {rec['hidden_size']}, "
         f"{rec['n_heads']} heads, vocabulary {b['vocab_size']}), prompt window {rec['max_context_tokens']} tokens "
@@ -571,17 +738,24 @@ def markdown(report: dict[str, Any]) -> str:
         (f"How it was made: prebuilt (shipped with the package), by `{b['command']}` (deterministic; key {b['key']}, "
          "which this run's recipe and data split match)." if b.get("prebuilt") else
          f"How it was made: trained by this run (`{b.get('command') or 'pivot-envs demo'}`)."),
-        "",
-        "## Wall time per stage", "",
-        ", ".join(f"{k} {v:.0f} s" for k, v in r["stage_seconds"].items()),
     ]
-    if r.get("plots"):
-        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in r["plots"]]
-    if r.get("verifiers"):
-        summaries = [DomainSummary(**v) for v in r["verifiers"].values()]
-        text = markdown_report(summaries, sum(s.seconds for s in summaries), r["seed"])
-        lines += ["", "## Verifier summary", ""] + text.splitlines()[3:]
-    return "\n".join(lines) + "\n"
+
+
+def verdict_of(claim: dict[str, Any]) -> str:
+    """A claim's verdict (``reproduced``, ``not reproduced``, ``within noise``, ``not testable``, ``not measured``...)."""
+    return claim.get("verdict") or {True: "reproduced", False: "not reproduced", None: "not measured"}[claim["holds"]]
+
+
+def claim_lines(claims: Sequence[dict[str, Any]]) -> list[str]:
+    """The claims as markdown bullets: the verdict, the numbers, the interval and the note."""
+    lines = []
+    for c in claims:
+        mark = verdict_of(c)
+        nums = ", ".join(f"{k} {_fmt(v)}" for k, v in c["numbers"].items() if v is not None)
+        interval = _interval_text(c.get("interval"), c.get("interval_kind", "of the margin over seeds"))
+        lines.append(f"- **{mark.upper() if mark.startswith('not rep') else mark}**: {c['text']} ({nums})"
+                     f"{interval}{'. ' + c['note'] if c.get('note') else ''}")
+    return lines
 
 
 def comparison_lines(comparisons: dict[str, dict[str, Any]]) -> list[str]:
@@ -628,87 +802,6 @@ def curve_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-# --------------------------------------------------------------------------- plots
-
-
-def draw_plots(report: dict[str, Any], out: Path) -> list[Path]:
-    """``accuracy.png`` (in-domain and OOD per arm) and ``training.png`` (reward and zero-variance per step)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    paths = []
-    arms = report["arms"]
-    if arms:
-        names = list(arms)
-        fig, ax = plt.subplots(figsize=(1.4 * len(names) + 3, 3.6))
-        x = range(len(names))
-        for offset, key, label in ((-0.2, "in_domain_accuracy", "in-domain (functional)"),
-                                   (0.2, "ood_accuracy", "OOD probes")):
-            vals = [arms[n].get(key) or 0.0 for n in names]
-            errs = [arms[n].get(f"{key}_std") or 0.0 for n in names]
-            ax.bar([i + offset for i in x], vals, width=0.4, yerr=errs, capsize=3, label=label)
-        ax.set_xticks(list(x), names)
-        ax.set_ylim(0, 1)
-        ax.set_ylabel("accuracy")
-        ax.legend()
-        ax.set_title(f"pivot-envs demo ({report['domain']})")
-        fig.tight_layout()
-        paths.append(out / "accuracy.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
-    curves = _curves(report, out)
-    if curves:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-        for name, rows in curves.items():
-            steps = [r["step"] for r in rows]
-            axes[0].plot(steps, [r.get("reward_mean") for r in rows], label=name)
-            axes[1].plot(steps, [r.get("zero_var_frac") for r in rows], label=name)
-        axes[0].set_title("functional reward of the sampled groups")
-        axes[1].set_title("zero-variance groups")
-        for ax in axes:
-            ax.set_xlabel("step")
-            ax.grid(alpha=0.3)
-        axes[0].legend()
-        fig.tight_layout()
-        paths.append(out / "training.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
-    with_curve = {n: a["curve"] for n, a in arms.items() if a.get("curve")}
-    if with_curve:
-        fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        base = arms.get("base", {}).get("task_success")
-        for name, points in with_curve.items():
-            pts = ([(0, base)] if base is not None else []) + [(p["rollout_turns"], p.get("task_success"))
-                                                              for p in points]
-            ax.plot([t for t, _ in pts], [v for _, v in pts], marker="o", label=name)
-        ax.set_xlabel("cumulative rollout turns (model calls; profiling included)")
-        ax.set_ylabel("held-out task success (T=1 pass@1)")
-        ax.set_title("task success vs rollout turns (the paper's Figure 1)")
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        paths.append(out / "turns.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
-    return paths
-
-
-def _curves(report: dict[str, Any], out: Path) -> dict[str, list[dict[str, Any]]]:
-    """Metrics rows of the first seed of every RL arm (read from the run folders)."""
-    curves = {}
-    for name, arm in report["arms"].items():
-        if arm.get("zero_var_frac") is None or not arm["per_seed"]:
-            continue
-        path = out / "runs" / arm["per_seed"][0]["run"] / "train" / "metrics.jsonl"
-        if path.exists():
-            curves[name] = read_metrics(path)
-    return curves
-
-
 # --------------------------------------------------------------------------- helpers
 
 
@@ -740,6 +833,13 @@ def _mean_int(values: Sequence[float]) -> int:
 
 def _mean_float(values: Sequence[float]) -> float:
     return round(statistics.fmean(values), 2) if values else 0.0
+
+
+def _pm_short(value: float | None, std: float | None) -> str:
+    """``0.355±0.020`` (or ``0.355`` with one seed, ``-`` when not measured): a figure for a narrow column."""
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + (f"±{std:.3f}" if std is not None else "")
 
 
 def _pm(value: float | None, std: float | None) -> str:

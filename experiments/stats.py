@@ -8,6 +8,8 @@ signal and the item-to-item difficulty cancels out.
   Wald interval for the difference of the paired proportions.
 * :func:`paired_bootstrap` -- per-item scores in [0, 1] (a success, or a mean
   over k samples): percentile bootstrap interval and a bootstrap p-value.
+* :func:`bootstrap_mean` -- one arm's mean over items with its percentile bootstrap interval (the
+  intervals of the headline plot).
 * :func:`pass_at_1` -- temperature-1 pass@1 per item, the mean over its k samples.
 * :func:`drop_missing` -- drop the items either side failed to evaluate (an
   error is missing data, not a wrong answer) before testing.
@@ -35,7 +37,7 @@ from typing import Any, Sequence, TypeVar
 
 import numpy as np
 
-__all__ = ["drop_missing", "mcnemar", "paired_bootstrap", "pass_at_1"]
+__all__ = ["bootstrap_mean", "drop_missing", "mcnemar", "paired_bootstrap", "pass_at_1"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -152,6 +154,33 @@ def paired_bootstrap(
         "ci_high": float(high),
         "p_value": (count + 1) / (n_boot + 1),
     }
+
+
+def bootstrap_mean(values: Sequence[float], n_boot: int = 10000, seed: int = 0,
+                   alpha: float = 0.05) -> dict[str, Any]:
+    """The mean of per-item scores in [0, 1] with its percentile bootstrap interval over the items.
+
+    ``{"n", "mean", "ci_low", "ci_high"}``; the interval is ``[mean, mean]`` when every item has the same
+    score. Deterministic for a given ``seed``. Missing items (``None``) must be dropped first.
+    """
+    if len(values) == 0:
+        raise ValueError("bootstrap_mean: no values")
+    if any(v is None for v in values):
+        raise ValueError("bootstrap_mean: values contain None; drop the missing items first")
+    if n_boot < 100:
+        raise ValueError(f"n_boot must be at least 100, got {n_boot}")
+    x = np.asarray(values, dtype=np.float64)
+    mean = float(x.mean())
+    if np.all(x == x[0]):
+        return {"n": len(x), "mean": mean, "ci_low": mean, "ci_high": mean}
+    rng = np.random.default_rng(seed)
+    boot = np.empty(n_boot)
+    rows = max(1, _BOOT_CHUNK // len(x))
+    for start in range(0, n_boot, rows):
+        stop = min(n_boot, start + rows)
+        boot[start:stop] = x[rng.integers(0, len(x), size=(stop - start, len(x)))].mean(axis=1)
+    low, high = np.quantile(boot, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return {"n": len(x), "mean": mean, "ci_low": float(low), "ci_high": float(high)}
 
 
 def pass_at_1(samples: Sequence[Sequence[float | None]]) -> list[float | None]:

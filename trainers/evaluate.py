@@ -191,6 +191,23 @@ def evaluate(
             greedy_agent.close()  # the weights this call loaded
 
 
+def evaluate_agents(greedy_agent: Any, live: Callable[..., Any], pivots: str | Path | Sequence[Pivot], *, name: str,
+                    k: int = 1, temperature: float = 1.0, verifier: Any = None, probes: bool | Sequence[Any] = True,
+                    seed: int = 0, max_new_tokens: int = 256, max_prompt_tokens: int | None = None,
+                    batch_size: int = 16, tools: str = "auto", details: bool = False,
+                    progress: ProgressCallback | None = None) -> dict[str, Any]:
+    """:func:`evaluate` with agents built by the caller (any engine: ``vllm`` as well as ``hf``): ``greedy_agent``
+    samples greedily, ``live(temperature=..., max_new_tokens=...)`` returns an agent on the same weights for the
+    mean@k samples and the probes. The agents' own settings (prompt window, tools) are the ones used; the
+    keyword arguments here are recorded in the report's settings. Returns the same report as :func:`evaluate`."""
+    if k < 0 or temperature < 0:
+        raise ValueError(f"k and temperature must be >= 0, got {k} and {temperature}")
+    settings = EvalSettings(k=k, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                            max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, tools=tools)
+    return _evaluate(greedy_agent, live, name, settings, resolve_pivots(pivots), verifier, probes, progress, details,
+                     time.perf_counter())
+
+
 def _evaluate(greedy_agent: Any, live: Callable[..., Any], name: str, settings: EvalSettings,
               pivot_list: list[Pivot], verifier: Any, probes: Any, progress: ProgressCallback | None,
               details: bool, began: float) -> dict[str, Any]:
