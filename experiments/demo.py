@@ -640,7 +640,7 @@ def ood_test_tasks(cfg: DemoConfig, folder: Path, rng: random.Random, say: Logge
         return bundled
     seen = {request_key(t) for split in ("train", "test") for t in load_trajectories(domain, split)}
     if parse_model(cfg.model).pretrained:
-        seen |= warmup_requests(warmup_plan(cfg, None), folder, say)
+        seen |= warmup_requests(warmup_plan(cfg, None), folder, say, cfg.prebuilt_warmup)
     need = cfg.ood_tasks - len(bundled)
     return bundled + fresh_tasks(generator(domain).generate(need * 2, seed=TEST_SEED + cfg.seed), seen, need)
 
@@ -663,7 +663,7 @@ def seen_requests(cfg: DemoConfig, folder: Path, say: Logger) -> set[str]:
 
     seen = {request_key(t) for split in ("train", "test") for t in load_trajectories(cfg.domain, split)}
     if parse_model(cfg.model).pretrained:
-        return seen | warmup_requests(warmup_plan(cfg, None), folder, say)
+        return seen | warmup_requests(warmup_plan(cfg, None), folder, say, cfg.prebuilt_warmup)
     if not cfg.extra_trajectories:
         return seen
     prebuilt = Path(cfg.prebuilt_base) if cfg.prebuilt_base else None

@@ -25,8 +25,8 @@ from pivot_envs.experiments.evaluation import Sampling, play_tasks
 from pivot_envs.experiments.model_source import ModelSource, pretrained_folder, source_fingerprint
 from pivot_envs.experiments.task_keys import request_key
 from pivot_envs.experiments.warmup import (WarmupRecipe, WarmupReport, merge_adapter, packed_sequences,
-                                           read_warmup, run_check, target_tokens, train_warmup, warmup_trajectories,
-                                           write_warmup)
+                                           read_warmup, read_warmup_requests, run_check, target_tokens, train_warmup,
+                                           warmup_trajectories, write_warmup)
 from pivot_envs.jsonl import write_jsonl
 from pivot_envs.types import stable_hash
 
@@ -75,12 +75,11 @@ def warmup_pool(plan: WarmupPlan, folder: Path, say: Logger) -> dict[str, list[A
     if recipe is None:
         return {}
     out: dict[str, list[Any]] = {}
-    for domain, n in ((plan.domain, recipe.trajectories), (plan.ood_domain, recipe.ood_trajectories)):
-        if not domain or n <= 0:
-            continue
+    sizes = {plan.domain: recipe.trajectories, plan.ood_domain: recipe.ood_trajectories}
+    for domain, key in pool_keys(plan).items():
+        n = sizes[domain]
         path = folder / f"warmup_{domain}.jsonl"
         tag = path.with_suffix(".key")
-        key = stable_hash("warmup-pool", domain, n, plan.seed)
         if path.exists() and tag.exists() and tag.read_text().strip() == key:
             out[domain] = read_trajectories(path)
             continue
@@ -93,11 +92,26 @@ def warmup_pool(plan: WarmupPlan, folder: Path, say: Logger) -> dict[str, list[A
     return out
 
 
-def warmup_requests(plan: WarmupPlan, folder: Path, say: Logger) -> set[str]:
-    """The task keys of every warm-up trajectory (from the shipped adapter when it matches the plan's data, else
-    from the generated pool): no held-out or validation task is ever one of them."""
+def pool_keys(plan: WarmupPlan) -> dict[str, str]:
+    """The key of each generated trajectory pool of the warm-up, by domain (what the pool depends on)."""
+    recipe = plan.recipe
+    if recipe is None:
+        return {}
+    return {domain: stable_hash("warmup-pool", domain, n, plan.seed)
+            for domain, n in ((plan.domain, recipe.trajectories), (plan.ood_domain, recipe.ood_trajectories))
+            if domain and n > 0}
+
+
+def warmup_requests(plan: WarmupPlan, folder: Path, say: Logger, shipped: str | None = None) -> set[str]:
+    """The task keys of every warm-up trajectory: no held-out or validation task is ever one of them. Read from the
+    ``shipped`` adapter's folder when its pools have the plan's keys (generating the terminal pool takes minutes),
+    else from the generated pools."""
     if plan.recipe is None:
         return set()
+    if shipped:
+        listed = read_warmup_requests(shipped, pool_keys(plan))
+        if listed is not None:
+            return listed
     return {request_key(t) for trajs in warmup_pool(plan, folder, say).values() for t in trajs}
 
 
@@ -159,7 +173,7 @@ def build_warmup(plan: WarmupPlan, sampling: Sampling, out: Path, pool_folder: P
 
     report = train_warmup(model_dir, sequences, recipe, out, check, seed=plan.seed, report=report, say=say)
     report.seconds = time.perf_counter() - began
-    write_warmup(out, report, [request_key(t) for trajs in pool.values() for t in trajs])
+    write_warmup(out, report, [request_key(t) for trajs in pool.values() for t in trajs], pool_keys(plan))
     shutil.rmtree(out.parent / f".{out.name}-model", ignore_errors=True)
     say(f"  warm-up kept step {report.chosen_step}: validation task success {report.chosen_success:.3f} at T=1 "
         f"({'inside' if report.in_band else 'OUTSIDE'} the band {recipe.band_low:g}-{recipe.band_high:g}); "

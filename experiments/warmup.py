@@ -48,6 +48,8 @@ tasks' seeds)."""
 ADAPTER_FILE = "adapter_model.safetensors"
 REPORT_FILE = "warmup.json"
 REQUESTS_FILE = "base_requests.json"
+POOL_FILE = "warmup_pool.json"
+"""The keys of the generated trajectory pools ``REQUESTS_FILE`` lists the task keys of (by domain)."""
 """Files of a warm-up folder: the adapter (with peft's ``adapter_config.json``), its report, and the task keys of
 every trajectory it learned from."""
 
@@ -420,6 +422,17 @@ def run_check(fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> d
         return pool.submit(fn, *args, **kwargs).result()
 
 
+def read_warmup_requests(folder: str | Path, pools: dict[str, str]) -> set[str] | None:
+    """The task keys a warm-up folder lists for its trajectories, when they come from pools with exactly the keys
+    ``pools`` (else ``None``: the caller generates the pools)."""
+    folder = Path(folder)
+    if not (folder / POOL_FILE).exists() or not (folder / REQUESTS_FILE).exists():
+        return None
+    if json.loads((folder / POOL_FILE).read_text(encoding="utf-8")) != pools:
+        return None
+    return set(json.loads((folder / REQUESTS_FILE).read_text(encoding="utf-8")))
+
+
 def read_warmup(folder: str | Path) -> WarmupReport | None:
     """The report of a finished warm-up in ``folder`` (``None`` when there is none or its adapter is missing)."""
     folder = Path(folder)
@@ -428,11 +441,16 @@ def read_warmup(folder: str | Path) -> WarmupReport | None:
     return WarmupReport(**json.loads((folder / REPORT_FILE).read_text(encoding="utf-8")))
 
 
-def write_warmup(folder: Path, report: WarmupReport, requests: Sequence[str]) -> None:
-    """Write the report and the task keys of the warm-up's trajectories beside the adapter."""
+def write_warmup(folder: Path, report: WarmupReport, requests: Sequence[str],
+                 pools: dict[str, str] | None = None) -> None:
+    """Write the report and the task keys of the warm-up's trajectories beside the adapter (with ``pools``, the
+    keys of the trajectory pools they come from: a run whose pools have the same keys reads the task keys from
+    here instead of generating the pools again)."""
     report.seconds = round(report.seconds, 1)
     report.train_seconds = round(report.train_seconds, 1)
     (folder / REQUESTS_FILE).write_text(json.dumps(sorted(set(requests))) + "\n", encoding="utf-8")
+    if pools is not None:
+        (folder / POOL_FILE).write_text(json.dumps(pools, sort_keys=True) + "\n", encoding="utf-8")
     (folder / REPORT_FILE).write_text(json.dumps(asdict(report), indent=1) + "\n", encoding="utf-8")
 
 

@@ -334,6 +334,17 @@ def test_both_presets_use_the_shipped_base_instead_of_training_one(preset):
     assert found["command"] == demo.BUILD_BASE_COMMAND and found["report"]["steps"] == cfg.base.steps
 
 
+def test_warmup_task_keys_are_read_back_only_for_the_same_pools(tmp_path):
+    from pivot_envs.experiments.warmup import WarmupReport, read_warmup_requests, write_warmup
+
+    pools = {"terminal": "aaaa", "search": "bbbb"}
+    write_warmup(tmp_path, WarmupReport(key="k", command="c", recipe={}), ["k2", "k1", "k1"], pools)
+    assert read_warmup_requests(tmp_path, pools) == {"k1", "k2"}
+    assert read_warmup_requests(tmp_path, {"terminal": "aaaa"}) is None  # another pool set: generate it
+    assert read_warmup_requests(tmp_path, {**pools, "search": "cccc"}) is None
+    assert read_warmup_requests(tmp_path / "missing", pools) is None
+
+
 @pytest.mark.slow
 def test_the_real_preset_finds_the_shipped_smollm2_warmup(tmp_path):
     """``demo --model smollm2`` must start from the shipped adapter, never warm up for hours because its key
