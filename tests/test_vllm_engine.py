@@ -178,7 +178,7 @@ def test_lora_policy_reaches_the_engine_merged(llm, model_dir, pivots, tmp_path)
 def test_repeated_pivots_in_one_call_and_repeated_episodes_are_sampled_apart(llm, model_dir):
     """The rollouts of one task in a group share their first pivot, and evaluation repeats replay a task: each
     must be its own sample, not one sample copied (a flat group, a pass@1 over one sample)."""
-    from pivot_envs.episode_env import EpisodeEnv, episode_starts, run_episodes
+    from pivot_envs.episode_env import EpisodeEnv, episode_starts, repeated, run_episodes
 
     agent = VLLMAgent(str(model_dir), llm=llm, dtype="float32", max_new_tokens=24)
     pivot = resolve_pivots(None, domain="terminal", split="test")[0]
@@ -192,5 +192,11 @@ def test_repeated_pivots_in_one_call_and_repeated_episodes_are_sampled_apart(llm
     env = make_env()
     start = episode_starts(env)[:1]
     env.close()
-    rows = run_episodes(make_env, start * 6, agent, batch_size=1, seed=0)  # one at a time: only the round differs
+    # repeats of one task are their own plays (each its repeat index), one at a time or in one batch alike
+    rows = run_episodes(make_env, repeated(start, 6), agent, batch_size=1, seed=0)
     assert len({json.dumps(r["messages"], sort_keys=True) for r in rows}) > 1
+    batched = run_episodes(make_env, repeated(start, 6), agent, batch_size=6, seed=0)
+    assert [r["messages"] for r in batched] == [r["messages"] for r in rows]
+    # the same start played twice is the same play: samples depend on (seed, task, turn, repeat), never the round
+    again = run_episodes(make_env, start * 2, agent, batch_size=1, seed=0)
+    assert again[0]["messages"] == again[1]["messages"] == rows[0]["messages"]
