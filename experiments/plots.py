@@ -86,11 +86,7 @@ def headline_plot(report: dict[str, Any], out: Path, plt: Any) -> Path | None:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"pivot-envs demo: task success per arm (95 % interval, bootstrap over items)", fontsize=10)
-    fig.tight_layout()
-    path = out / HEADLINE
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out / HEADLINE, plt)
 
 
 def per_turn_plot(report: dict[str, Any], out: Path, plt: Any) -> Path | None:
@@ -110,11 +106,7 @@ def per_turn_plot(report: dict[str, Any], out: Path, plt: Any) -> Path | None:
     ax.set_ylabel("accuracy")
     ax.legend()
     ax.set_title(f"per-turn accuracy and OOD probes ({report['domain']})")
-    fig.tight_layout()
-    path = out / "per_turn.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "per_turn.png", plt)
 
 
 def training_plot(report: dict[str, Any], out: Path, plt: Any) -> Path | None:
@@ -133,11 +125,7 @@ def training_plot(report: dict[str, Any], out: Path, plt: Any) -> Path | None:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     axes[0].legend()
-    fig.tight_layout()
-    path = out / "training.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "training.png", plt)
 
 
 def turns_plot(report: dict[str, Any], out: Path, plt: Any) -> Path | None:
@@ -156,11 +144,7 @@ def turns_plot(report: dict[str, Any], out: Path, plt: Any) -> Path | None:
     ax.set_title("task success vs rollout turns (the paper's Figure 1)")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = out / "turns.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, out / "turns.png", plt)
 
 
 def _metrics_rows(report: dict[str, Any], out: Path) -> dict[str, list[dict[str, Any]]]:
@@ -173,3 +157,11 @@ def _metrics_rows(report: dict[str, Any], out: Path) -> dict[str, list[dict[str,
         if path.exists():
             curves[name] = read_metrics(path)
     return curves
+
+
+def _save(fig: Any, path: Path, plt: Any) -> Path:
+    """Lay out, write and close one figure; returns its path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
