@@ -67,6 +67,7 @@ from pivot_envs.experiments.pretrained_base import (BUILD_WARMUP_COMMAND, SHIPPE
                                                     pretrained_base, warmup_requests)
 from pivot_envs.experiments.warmup import WarmupRecipe
 from pivot_envs.experiments.report import build_report, write_report
+from pivot_envs.experiments.stage_clock import StageClock, sigterm_as_exit
 from pivot_envs.experiments.task_keys import fresh_tasks, request_key
 from pivot_envs.experiments.verifier_demo import DEMO_DOMAINS, run_domain
 from pivot_envs.formats import read_pivots, read_trajectories
@@ -385,17 +386,13 @@ def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = N
     out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     (out / "demo_config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n", encoding="utf-8")
-    timings_path = out / "timings.json"
-    timings: dict[str, float] = json.loads(timings_path.read_text()) if timings_path.exists() else {}
+    clock = StageClock(out / "timings.json")
 
     def timed(name: str, fn: Callable[[], Any]) -> Any:
-        """Run a stage; its wall time adds to the stage's total over every invocation (``timings.json``)."""
-        t0 = time.perf_counter()
+        """Run a stage; its wall time adds to the stage's total over every call, interrupted ones included."""
         say(f"== {name}")
-        value = fn()
-        timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t0, 2)
-        timings_path.write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
-        return value
+        with sigterm_as_exit():
+            return clock.run(name, fn)
 
     verifiers = timed("verifier summary", lambda: stage_verifiers(cfg, out, say))
     data = timed("data", lambda: stage_data(cfg, out, say))
@@ -408,12 +405,12 @@ def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = N
     this_call = time.perf_counter() - began
     report = build_report(cfg, runs=runs, data=data, base=base, profile=pivot_sets["profile"],
                           filters=pivot_sets["audits"], selection=selection, verifiers=verifiers,
-                          stage_seconds=timings, wall_seconds=sum(timings.values()))
+                          stage_seconds=clock.seconds, wall_seconds=clock.total())
     report["invocation_seconds"] = round(this_call, 1)
     report["command"] = command
     report["machine"] = machine()
     write_report(report, out)
-    say(f"== report: {out / 'report.md'} ({this_call:.0f} s in this call, {sum(timings.values()):.0f} s in all)")
+    say(f"== report: {out / 'report.md'} ({this_call:.0f} s in this call, {clock.total():.0f} s in all)")
     return report
 
 
