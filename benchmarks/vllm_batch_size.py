@@ -46,8 +46,9 @@ def transcript(row: dict[str, Any]) -> str:
     return json.dumps(row.get("messages"), sort_keys=True)
 
 
-def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
-    table = []
+def measure(args: argparse.Namespace, save: Any) -> list[dict[str, Any]]:
+    """Every play's row; ``save(table)`` after each one, so a stopped run keeps what it measured."""
+    table: list[dict[str, Any]] = []
     for engine in args.engines.split(","):
         for dtype in (args.dtypes.split(",") if engine == "vllm" else ["float32"]):
             for temperature in (0.0, 1.0):
@@ -64,6 +65,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                                   "episodes": len(rows), "success": round(success, 4),
                                   "same_as_first_batch": round(same, 4), "seconds": round(seconds, 1)})
                     print(_line(table[-1]), flush=True)
+                    save(table)
     return table
 
 
@@ -90,13 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print("| engine | dtype | sampling | batch | episodes | task success | transcripts as at the first batch | s |")
     print("|---|---|---|---|---|---|---|---|")
-    table = measure(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     model = Path(args.model).resolve()
     shown = str(model.relative_to(ROOT)) if model.is_relative_to(ROOT) else args.model
-    args.out.write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "model": shown,
-                                    "tasks": args.tasks, "limit": args.limit, "seed": args.seed, "rows": table},
-                                   indent=1) + "\n", encoding="utf-8")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(table: list[dict[str, Any]]) -> None:
+        args.out.write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "model": shown,
+                                        "tasks": args.tasks, "limit": args.limit, "seed": args.seed, "rows": table},
+                                       indent=1) + "\n", encoding="utf-8")
+
+    measure(args, save)
     print(f"wrote {args.out}")
     return 0
 
