@@ -48,10 +48,10 @@ tasks' seeds)."""
 ADAPTER_FILE = "adapter_model.safetensors"
 REPORT_FILE = "warmup.json"
 REQUESTS_FILE = "base_requests.json"
-POOL_FILE = "warmup_pool.json"
-"""The keys of the generated trajectory pools ``REQUESTS_FILE`` lists the task keys of (by domain)."""
 """Files of a warm-up folder: the adapter (with peft's ``adapter_config.json``), its report, and the task keys of
 every trajectory it learned from."""
+POOL_FILE = "warmup_pool.json"
+"""The keys of the generated trajectory pools ``REQUESTS_FILE`` lists the task keys of (by domain)."""
 
 
 @dataclass
