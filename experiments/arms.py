@@ -9,7 +9,11 @@ pivots and plays the held-out tasks, and keeps everything in its own folder ``DI
     val.json, test.json  full evaluation reports (pivot_envs.trainers.evaluate)
     tasks.json, tasks_sampled.json  the held-out tasks played greedily and at T=1
     *_items.json       per-item outcomes (the report's paired tests)
-    parts/<part>.json  each part's summary, written when the part ends (a resumed demo skips it)
+    parts/<part>.json  each part's summary, written when the part ends (a resumed demo skips it); its
+                       ``seconds`` is the part's wall time over every call that worked on it (an interrupted
+                       training resumes from its checkpoint, an interrupted play starts again: both cost
+                       time), ``last_call_seconds`` the part's own timing of the call that finished it
+    parts/seconds.json those per-part wall times (:class:`~pivot_envs.experiments.stage_clock.StageClock`)
     run.json           the spec and every part's summary, assembled
 
 The folder name carries a hash of the spec and of the shared settings, so a run
@@ -34,6 +38,7 @@ from typing import Any, Callable, Sequence
 from pivot_envs.experiments.engines import EngineSettings, eval_agents, rl_fields
 from pivot_envs.experiments.evaluation import Sampling, pivot_report, play_tasks
 from pivot_envs.experiments.few_shot_probes import few_shot_probe_set
+from pivot_envs.experiments.stage_clock import StageClock, sigterm_as_exit
 from pivot_envs.experiments.stats import pass_at_1
 from pivot_envs.trainers.evaluate import evaluate_episodes
 from pivot_envs.trainers.metrics import read_metrics
@@ -255,10 +260,22 @@ def part_done(spec: RunSpec, settings: RunSettings, part: str) -> bool:
 
 
 def execute_part(spec: RunSpec, settings: RunSettings, part: str) -> dict[str, Any]:
-    """Run one part of a run (see :func:`run_parts`) and save its result to ``parts/<part>.json``."""
+    """Run one part of a run (see :func:`run_parts`) and save its result to ``parts/<part>.json``, its
+    ``seconds`` summed over every call that worked on the part (``parts/seconds.json``)."""
     quiet_transformers()
     folder = run_dir(spec, settings)
     folder.mkdir(parents=True, exist_ok=True)
+    clock = StageClock(folder / "parts" / "seconds.json")
+    with sigterm_as_exit():
+        result = clock.run(part, lambda: _run_part(spec, settings, part, folder))
+    if "seconds" in result:
+        result["last_call_seconds"] = result["seconds"]
+    result["seconds"] = clock.seconds[part]
+    _write_json(folder / "parts" / f"{part}.json", result)
+    return result
+
+
+def _run_part(spec: RunSpec, settings: RunSettings, part: str, folder: Path) -> dict[str, Any]:
     model = settings.base_model if spec.arm == "base" else str(folder / "train" / "final")
     if part == "train":
         _say(f"[{folder.name}] training {spec.arm} ({settings.steps} steps, lr {spec.lr:g}) ...")
@@ -280,7 +297,6 @@ def execute_part(spec: RunSpec, settings: RunSettings, part: str) -> dict[str, A
         result = {"points": task_curve(spec, settings, folder)}
     else:
         raise ValueError(f"unknown part {part!r} of run {folder.name}")
-    _write_json(folder / "parts" / f"{part}.json", result)
     return result
 
 

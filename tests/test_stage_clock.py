@@ -66,3 +66,34 @@ def test_the_default_sigterm_handler_is_back_after_the_block():
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, outer)
+
+
+def test_a_parts_seconds_count_every_call_that_worked_on_it(tmp_path, monkeypatch):
+    """An arm's part (here its training) interrupted once and finished by a second call: ``parts/train.json``
+    keeps both calls' wall time in ``seconds``, and the finishing call's own timing in ``last_call_seconds``."""
+    import time
+
+    from pivot_envs.experiments import arms
+
+    settings = arms.RunSettings(root=str(tmp_path), domain="terminal", base_model="m", val_pivots="v",
+                                test_pivots="t", max_context_tokens=64, max_new_tokens=8, steps=4,
+                                pivots_per_step=2, group_size=2, beta=0.0, eval_k=1)
+    spec = arms.RunSpec("sft", 0, evals=("test",))
+    calls = []
+
+    def part(spec, settings, name, folder):
+        calls.append(name)
+        time.sleep(0.2)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # the first call is stopped mid-training
+        return {"kind": "sft", "steps": 4, "seconds": 0.05}
+
+    monkeypatch.setattr(arms, "_run_part", part)
+    with pytest.raises(KeyboardInterrupt):
+        arms.execute_part(spec, settings, "train")
+    assert not arms.part_done(spec, settings, "train")
+    result = arms.execute_part(spec, settings, "train")
+    saved = json.loads((arms.run_dir(spec, settings) / "parts" / "train.json").read_text())
+    assert saved == result and calls == ["train", "train"]
+    assert saved["last_call_seconds"] == 0.05
+    assert saved["seconds"] >= 0.4  # two calls of 0.2 s each
