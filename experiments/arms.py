@@ -300,6 +300,17 @@ def _run_part(spec: RunSpec, settings: RunSettings, part: str, folder: Path) -> 
     return result
 
 
+def parts_seconds(folder: Path) -> float:
+    """Seconds the parts of the run in ``folder`` took, each over every call that worked on it, unfinished parts
+    included (what the run cost, whichever demo calls ran it). A part saved before parts kept their clock
+    (``parts/seconds.json``) counts its own timing of the call that finished it."""
+    parts = Path(folder) / "parts"
+    clock = StageClock(parts / "seconds.json").seconds
+    saved = {f.stem: float(json.loads(f.read_text(encoding="utf-8")).get("seconds") or 0.0)
+             for f in parts.glob("*.json") if f.name != "seconds.json"}
+    return round(sum({**saved, **clock}.values()), 2)
+
+
 def execute_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
     """Run every part of a run not done yet, in this process; returns its ``run.json`` content."""
     for part in run_parts(spec, settings):

@@ -57,8 +57,8 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.envs_data import generator, load_pivots, load_trajectories
 from pivot_envs.episode_env import resolve_tasks
-from pivot_envs.experiments.arms import (ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run, quiet_transformers, read_run,
-                                        run_many)
+from pivot_envs.experiments.arms import (ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run, parts_seconds,
+                                        quiet_transformers, read_run, run_many)
 from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
 from pivot_envs.experiments.engines import ENGINES, EngineSettings, eval_agents, resolve_engine
 from pivot_envs.experiments.evaluation import Sampling
@@ -407,11 +407,19 @@ def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = N
                           filters=pivot_sets["audits"], selection=selection, verifiers=verifiers,
                           stage_seconds=clock.seconds, wall_seconds=clock.total())
     report["invocation_seconds"] = round(this_call, 1)
+    report["timings"]["runs_s"] = runs_seconds(out, runs, selection)
     report["command"] = command
     report["machine"] = machine()
     write_report(report, out)
     say(f"== report: {out / 'report.md'} ({this_call:.0f} s in this call, {clock.total():.0f} s in all)")
     return report
+
+
+def runs_seconds(out: Path, runs: Sequence[dict[str, Any]], selection: dict[str, Any]) -> float:
+    """Seconds the selection's and the arms' runs took, from their parts' own clocks (:func:`parts_seconds`):
+    the select and arms stages' work measured where it was done, a check on those stages' times."""
+    names = {Path(r["folder"]).name for r in runs} | {t["run"] for t in selection.get("trials", []) if t.get("run")}
+    return round(sum(parts_seconds(out / "runs" / name) for name in sorted(names)), 1)
 
 
 def run_settings(cfg: DemoConfig, out: Path, data: dict[str, Any], base: dict[str, Any]) -> RunSettings:

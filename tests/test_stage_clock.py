@@ -97,3 +97,22 @@ def test_a_parts_seconds_count_every_call_that_worked_on_it(tmp_path, monkeypatc
     assert saved == result and calls == ["train", "train"]
     assert saved["last_call_seconds"] == 0.05
     assert saved["seconds"] >= 0.4  # two calls of 0.2 s each
+    assert arms.parts_seconds(arms.run_dir(spec, settings)) == saved["seconds"]  # what the run cost
+
+
+def test_the_report_says_when_the_stage_clock_missed_the_runs_work():
+    """A demo resumed over calls made before its stage clock was kept: its stages hold 60 min, its runs' parts
+    180 min by their own clocks. The report's wall time is the larger, said to be a lower bound."""
+    from pivot_envs.experiments.report import least_wall_seconds, runs_seconds_lines
+
+    stages = {"data": 300.0, "profile": 300.0, "select": 1200.0, "arms": 1800.0}
+    missed = {"wall_seconds": 3600.0, "stage_seconds": stages, "timings": {"runs_s": 10800.0},
+              "settings": {"workers": 1}}
+    assert least_wall_seconds(missed) == 600.0 + 10800.0
+    line = " ".join(runs_seconds_lines(missed))
+    assert "took 10800 s by their parts' own clocks" in line and "took at least 190.0 min" in line
+    whole = {**missed, "timings": {"runs_s": 2950.0}}  # the runs fit inside their stages: nothing missed
+    assert least_wall_seconds(whole) == 3600.0 and "missed" not in " ".join(runs_seconds_lines(whole))
+    two = {**missed, "timings": {"runs_s": 5800.0}, "settings": {"workers": 2}}  # two runs at once share the wall
+    assert least_wall_seconds(two) == 3600.0
+    assert runs_seconds_lines({"wall_seconds": 1.0, "stage_seconds": stages, "timings": {}}) == []
