@@ -251,6 +251,10 @@ class DemoConfig:
             raise ValueError("DemoConfig.arms: no_filter and strict_reward are ablations of pivotrl; add pivotrl")
         if self.seeds < 1 or self.steps < 1 or self.group_size < 2 or self.profile_k < 2:
             raise ValueError("DemoConfig: seeds and steps must be >= 1, group_size and profile_k >= 2")
+        if self.max_candidates is not None and self.max_candidates < 1:
+            raise ValueError(f"DemoConfig.max_candidates {self.max_candidates}: profile at least one candidate")
+        if not (self.rl_lr > 0 and self.sft_lr > 0 and all(lr > 0 for lr in self.rl_lr_grid + self.sft_lr_grid)):
+            raise ValueError("DemoConfig: learning rates must be > 0 (--rl-lr, --sft-lr)")
         if not (0 < self.base_fraction < 1 and 0 <= self.val_fraction < 1):
             raise ValueError("DemoConfig: base_fraction must be in (0, 1) and val_fraction in [0, 1)")
 
@@ -314,6 +318,23 @@ SMOLLM2_WARMUP = WarmupRecipe(trajectories=1200, ood_trajectories=400, lora_r=8,
 (a 4.9 MB float16 adapter), 8 trajectories a step from 1,200 generated terminal and 400 search trajectories, a band
 check every 40 steps on 100 validation tasks. One torch thread: the same sums on any machine, and two threads beside
 a busy neighbour ran 10-20x slower here (each waits for the other at every operation)."""
+
+
+def with_budget(cfg: DemoConfig, *, steps: int | None = None, candidates: int | None = None,
+                rl_lr: float | None = None, sft_lr: float | None = None) -> DemoConfig:
+    """``cfg`` with another training budget (``None`` keeps the preset's): ``steps`` of every trained arm,
+    ``candidates`` profiled (the pool D_adv comes from), and fixed learning rates (a fixed rate replaces the
+    arm's grid, so the selection does not train that arm at other rates)."""
+    changes: dict[str, Any] = {}
+    if steps is not None:
+        changes["steps"] = steps
+    if candidates is not None:
+        changes["max_candidates"] = candidates
+    if rl_lr is not None:
+        changes.update(rl_lr=rl_lr, rl_lr_grid=())
+    if sft_lr is not None:
+        changes.update(sft_lr=sft_lr, sft_lr_grid=())
+    return dataclasses.replace(cfg, **changes) if changes else cfg
 
 
 def real_config(seed: int = 0, model: str = "smollm2", engine: str = "auto", domain: str | None = None) -> DemoConfig:

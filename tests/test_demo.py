@@ -605,3 +605,31 @@ def test_smoke_demo_on_a_pretrained_model_warms_it_up_and_reports_the_real_model
     md = (out / "report.md").read_text()
     assert "## Base model" in md and "Warm-up (LoRA rank 2" in md and "OOD task success" in md
     assert (out / "accuracy.png").exists() and (out / "per_turn.png").exists()
+
+
+def test_the_budget_options_reach_the_run_and_bad_ones_are_refused(tmp_path):
+    """``--steps``, ``--candidates`` and fixed learning rates through the CLI: the report's settings, data and
+    training carry them, a fixed rate trains no other rate, and a bad value is an error naming the option."""
+    from pivot_envs.cli import app
+    from pivot_envs.experiments.demo import real_config, with_budget
+
+    longer = with_budget(real_config(), steps=48, candidates=384, rl_lr=2e-5)
+    assert (longer.steps, longer.max_candidates, longer.rl_lr, longer.rl_lr_grid) == (48, 384, 2e-5, ())
+    assert longer.sft_lr_grid == real_config().sft_lr_grid  # SFT's rate is still chosen
+    with pytest.raises(ValueError, match="learning rates must be > 0"):
+        with_budget(real_config(), sft_lr=0.0)
+
+    out = tmp_path / "demo"
+    result = CliRunner().invoke(app, ["demo", "--smoke", "--out", str(out), "--steps", "3", "--candidates", "5",
+                                      "--rl-lr", "0.002", "--sft-lr", "0.003"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["steps"] == 3 and report["data"]["candidates"] == 5
+    assert report["selection"]["rl_lr"] == 0.002 and report["selection"]["sft_lr"] == 0.003
+    # both rates fixed: nothing trained at another rate (the smoke preset still chooses lambda, at the fixed rate)
+    assert {(t["arm"], t["lr"]) for t in report["selection"]["trials"]} <= {("pivotrl", 0.002)}
+    assert report["arms"]["pivotrl"]["steps"] == 3 and report["arms"]["sft"]["steps"] == 3
+    assert report["arms"]["pivotrl"]["lr"] == 0.002 and report["arms"]["sft"]["lr"] == 0.003
+
+    bad = CliRunner().invoke(app, ["demo", "--smoke", "--out", str(out), "--steps", "0"])
+    assert bad.exit_code == 2 and "--steps" in bad.output

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from pivot_envs.cli.common import console, err_console, user_errors
 from pivot_envs.experiments.demo import (build_shipped_base, full_config, quick_config, real_config, run_pipeline,
-                                         smoke_config, smoke_pretrained_config)
+                                         smoke_config, smoke_pretrained_config, with_budget)
 from pivot_envs.experiments.model_source import parse_model
 from pivot_envs.experiments.report import NOT_TESTABLE, console_tables, verdict_of
 
@@ -39,6 +39,16 @@ def demo_command(
                                          "(default: the preset's)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Runs trained/evaluated at once (default 2 for "
                                           "the tiny model, 1 for a pretrained one)."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Optimiser steps of every trained arm "
+                                        "(default: the preset's: 8, 12 with --full, 16 for smollm2)."),
+    candidates: Optional[int] = typer.Option(None, "--candidates", min=1, help="Candidate pivots profiled, the pool "
+                                             "D_adv is filtered from (default: the preset's: 128, 384 with "
+                                             "--full); at most the candidate split's size."),
+    rl_lr: Optional[float] = typer.Option(None, "--rl-lr", help="PivotRL's learning rate, "
+                                          "fixed (default: chosen on validation task success from the preset's "
+                                          "grid)."),
+    sft_lr: Optional[float] = typer.Option(None, "--sft-lr", help="SFT's learning rate, "
+                                           "fixed (default: chosen like PivotRL's)."),
     smoke: bool = typer.Option(False, "--smoke", hidden=True, help="A seconds-long run of every stage (tests)."),
     build_base: Optional[Path] = typer.Option(None, "--build-base", help="Only build the base into this folder "
                                               "(deterministic): for the tiny model its prebuilt base (about 50 min on "
@@ -75,6 +85,7 @@ def demo_command(
             cfg.domain = domain
         if workers is not None:
             cfg.workers = workers
+        cfg = with_budget(cfg, steps=steps, candidates=candidates, rl_lr=rl_lr, sft_lr=sft_lr)
         report = run_pipeline(cfg, out, log=log, command=shlex.join(["pivot-envs", "demo", *sys.argv[2:]])
                               if _is_demo_call() else None)
     print_summary(report, out, console)
