@@ -23,6 +23,7 @@ from pivot_envs.experiments.arms import ARM_TITLES, ARMS
 from pivot_envs.experiments.comparisons import arm_intervals, paired_comparisons, turns_to_match
 from pivot_envs.experiments.plots import draw_plots
 from pivot_envs.experiments.verifier_demo import DomainSummary, markdown_report
+from pivot_envs.experiments.work_time import clock_missed_work, least_wall_seconds, runs_seconds_lines
 
 CLAIM_MARGIN = 0.10
 """PivotRL must beat Base in-domain by at least this much (10 points)."""
@@ -448,52 +449,6 @@ def diagnose(report: dict[str, Any]) -> list[str]:
                      if base["in_domain_accuracy"] < 0.3 else
                      f"Base accuracy is {base['in_domain_accuracy']:.3f} greedy.")
     return notes
-
-
-def _stage_and_runs_seconds(r: dict[str, Any]) -> tuple[float, float, float] | None:
-    """(select + arms stages, the runs' own clocks, the other stages) in seconds; None without ``runs_s``."""
-    runs_s = (r.get("timings") or {}).get("runs_s")
-    if runs_s is None:
-        return None
-    stages = sum(float(r["stage_seconds"].get(k, 0.0)) for k in ("select", "arms"))
-    other = sum(float(v) for k, v in r["stage_seconds"].items() if k not in ("select", "arms"))
-    return stages, float(runs_s), other
-
-
-def clock_missed_work(r: dict[str, Any]) -> bool:
-    """Whether the runs' own clocks hold clearly more than the select and arms stages could (a resumed demo whose
-    earlier calls ran before the stage clock was kept). With W workers, W runs share the wall time."""
-    figures = _stage_and_runs_seconds(r)
-    return figures is not None and figures[1] / _workers(r) > figures[0] * 1.05 + 60
-
-
-def least_wall_seconds(r: dict[str, Any]) -> float:
-    """The wall time of the work behind a report: the stage clock's, or where it missed earlier calls, the other
-    stages plus the runs' own clocks (shared by the workers)."""
-    if not clock_missed_work(r):
-        return float(r["wall_seconds"])
-    stages, runs_s, other = _stage_and_runs_seconds(r)  # type: ignore[misc]
-    return other + runs_s / _workers(r)
-
-
-def _workers(r: dict[str, Any]) -> int:
-    return max(1, int((r.get("settings") or {}).get("workers") or 1))
-
-
-def runs_seconds_lines(r: dict[str, Any]) -> list[str]:
-    """The runs' own clocks beside the select and arms stages' (the better figure when the stage clock missed
-    calls)."""
-    figures = _stage_and_runs_seconds(r)
-    if figures is None:
-        return []
-    stages, runs_s, _ = figures
-    line = (f"The selection's and the arms' runs took {runs_s:.0f} s by their parts' own clocks (select + arms "
-            f"stages: {stages:.0f} s).")
-    if clock_missed_work(r):
-        line += (f" The stage clock missed work done by earlier calls, so the work behind this report took at least "
-                 f"{least_wall_seconds(r) / 60:.1f} min (the other stages + the runs"
-                 + (f" over {_workers(r)} workers" if _workers(r) > 1 else "") + ").")
-    return ["", line]
 
 
 def mark_validation_verdicts(arms: dict[str, Any], selection: dict[str, Any]) -> None:

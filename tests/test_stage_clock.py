@@ -103,7 +103,7 @@ def test_a_parts_seconds_count_every_call_that_worked_on_it(tmp_path, monkeypatc
 def test_the_report_says_when_the_stage_clock_missed_the_runs_work():
     """A demo resumed over calls made before its stage clock was kept: its stages hold 60 min, its runs' parts
     180 min by their own clocks. The report's wall time is the larger, said to be a lower bound."""
-    from pivot_envs.experiments.report import least_wall_seconds, runs_seconds_lines
+    from pivot_envs.experiments.work_time import least_wall_seconds, runs_seconds_lines
 
     stages = {"data": 300.0, "profile": 300.0, "select": 1200.0, "arms": 1800.0}
     missed = {"wall_seconds": 3600.0, "stage_seconds": stages, "timings": {"runs_s": 10800.0},
