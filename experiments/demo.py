@@ -550,6 +550,9 @@ def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
     if cfg.base_sees_candidates:
         parts["base"] = parts["base"] + parts["candidates"]
     parts["base"] = _sample(parts["base"], cfg.max_base, rng)
+    if cfg.max_candidates is not None and len(parts["candidates"]) < cfg.max_candidates:
+        say(f"  the candidate split holds {len(parts['candidates'])} pivots, fewer than the {cfg.max_candidates} asked "
+            "(--candidates): profiling them all")
     parts["candidates"] = _sample(parts["candidates"], cfg.max_candidates, rng)
     parts["val"] = _sample(parts["val"], cfg.max_val, rng)
     parts["test"] = _sample(test, cfg.max_test, rng)

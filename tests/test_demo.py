@@ -512,6 +512,16 @@ def test_validation_tasks_are_generated_apart_from_every_held_out_and_base_task(
     assert not keys & {request_key(t) for t in extra}
 
 
+def test_asking_for_more_candidates_than_the_split_holds_says_so(tmp_path):
+    from pivot_envs.experiments.demo import stage_data
+
+    said: list[str] = []
+    data = stage_data(dataclasses.replace(smoke_config(), max_candidates=100_000), tmp_path, said.append)
+    held = data["sizes"]["candidates"]
+    assert 0 < held < 100_000
+    assert any(f"holds {held} pivots, fewer than the 100000 asked (--candidates)" in line for line in said), said
+
+
 # --------------------------------------------------------------------------- issue 27: a pretrained model
 
 
