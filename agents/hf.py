@@ -45,6 +45,7 @@ from typing import Any, Iterator, Sequence
 
 from pivot_envs.actions import parse_action
 from pivot_envs.agents.base import Agent, Completion
+from pivot_envs.agents.prompt_format import model_prompt_tokens, model_tools
 from pivot_envs.agents.prompting import PromptConfig, encode_prompt
 from pivot_envs.agents.row_sampling import RowSampler, row_key
 from pivot_envs.types import Pivot
@@ -63,10 +64,11 @@ class HFSampling:
         batch_size: prompts per ``generate`` call (each expands to ``n`` rows).
         one_by_one: one ``generate`` call per sample instead of per batch (for comparisons).
         logprobs: ``"sampling"``, ``"forward"`` or ``"none"`` (see the module docstring).
-        max_prompt_tokens: keep the last this-many prompt tokens; ``None``: the smaller of the
-            model's ``max_position_embeddings`` and the tokenizer's ``model_max_length``, minus
-            ``max_new_tokens``.
-        tools: where tool specs go in the prompt (:class:`~pivot_envs.agents.prompting.PromptConfig`).
+        max_prompt_tokens: keep the last this-many prompt tokens; ``None``: the model folder's recorded
+            window (:mod:`~pivot_envs.agents.prompt_format`), else the smaller of the model's
+            ``max_position_embeddings`` and the tokenizer's ``model_max_length``, minus ``max_new_tokens``.
+        tools: where tool specs go in the prompt (:class:`~pivot_envs.agents.prompting.PromptConfig`);
+            ``None``: the model folder's recorded format, else ``auto``.
         seed: the seed used when :meth:`HFAgent.sample` gets ``seed=None``.
     """
 
@@ -77,7 +79,7 @@ class HFSampling:
     one_by_one: bool = False
     logprobs: str = "sampling"
     max_prompt_tokens: int | None = None
-    tools: str = "auto"
+    tools: str | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -144,6 +146,8 @@ class HFAgent(Agent):
             self.model_path = getattr(getattr(model, "config", None), "_name_or_path", None) or getattr(model, "name_or_path", None)
             self.model, self.tokenizer = model, tokenizer
         self.device = next(self.model.parameters()).device
+        self.settings.tools = model_tools(self.settings.tools, self.model_path)
+        self.settings.max_prompt_tokens = model_prompt_tokens(self.settings.max_prompt_tokens, self.model_path)
         max_prompt = self.settings.max_prompt_tokens
         if max_prompt is None:
             limits = [getattr(self.model.config, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]

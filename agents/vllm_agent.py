@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 from pivot_envs.actions import parse_action
 from pivot_envs.agents.base import Agent, Completion
+from pivot_envs.agents.prompt_format import model_prompt_tokens, model_tools
 from pivot_envs.agents.prompting import PromptConfig, encode_prompt
 from pivot_envs.types import Pivot, stable_hash
 
@@ -47,9 +48,11 @@ class VLLMSampling:
         temperature: softmax temperature (0 = greedy).
         top_p: nucleus sampling mass.
         max_new_tokens: longest completion in tokens.
-        max_prompt_tokens: keep the last this-many prompt tokens; ``None``: the engine's context
-            length minus ``max_new_tokens`` (as the ``hf`` agent).
-        tools: where tool specs go in the prompt (see :class:`PromptConfig`).
+        max_prompt_tokens: keep the last this-many prompt tokens; ``None``: the model folder's recorded window
+            (:mod:`~pivot_envs.agents.prompt_format`), else the engine's context length minus ``max_new_tokens``
+            (as the ``hf`` agent).
+        tools: where tool specs go in the prompt (see :class:`PromptConfig`); ``None``: the model folder's
+            recorded format, else ``auto``.
         seed: the seed used when ``sample`` gets ``seed=None``.
         dtype: the engine's weights: ``auto`` (the checkpoint's), ``float32``, ``bfloat16``.
         enforce_eager: no graph compilation (CPU: starts in ~15 s instead of ~2 min).
@@ -65,7 +68,7 @@ class VLLMSampling:
     top_p: float = 1.0
     max_new_tokens: int = 256
     max_prompt_tokens: int | None = None
-    tools: str = "auto"
+    tools: str | None = None
     seed: int = 0
     dtype: str = "auto"
     enforce_eager: bool = True
@@ -131,6 +134,8 @@ class VLLMAgent(Agent):
         vllm = import_vllm()
         self.model_name = str(model)
         self.settings = VLLMSampling(**settings)
+        self.settings.tools = model_tools(self.settings.tools, self.model_name)
+        self.settings.max_prompt_tokens = model_prompt_tokens(self.settings.max_prompt_tokens, self.model_name)
         self._owns_engine = llm is None
         self.llm = llm if llm is not None else build_llm(self.model_name, self.settings)
         if tokenizer is None:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from pivot_envs.agents.prompt_format import write_prompt_format
 from pivot_envs.experiments.evaluation import Sampling, play_tasks
 from pivot_envs.experiments.model_source import ModelSource, pretrained_folder, source_fingerprint
 from pivot_envs.experiments.task_keys import request_key
@@ -213,6 +214,7 @@ def pretrained_base(plan: WarmupPlan, sampling: Sampling, out: Path, prebuilt: s
     if not (marker.exists() and json.loads(marker.read_text(encoding="utf-8")).get("key") == key):
         merge_adapter(model_dir, adapter, merged)
         marker.write_text(json.dumps({"key": key, "adapter": str(adapter)}) + "\n", encoding="utf-8")
+    write_prompt_format(merged, tools=plan.tools, max_prompt_tokens=plan.window)  # how it learned to read prompts
     return {"dir": str(merged), "key": key, "report": info, "command": report.command, "prebuilt": not built_here,
             "kind": "pretrained", "warmup": {**asdict(report), "adapter": str(adapter)}}
 

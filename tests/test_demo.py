@@ -608,6 +608,12 @@ def test_smoke_demo_on_a_pretrained_model_warms_it_up_and_reports_the_real_model
     base = report["base_model"]
     assert base["kind"] == "pretrained" and base["warmup"]["checks"] and base["warmup"]["chosen_step"] == 2
     assert (out / "warmup" / "adapter_model.safetensors").exists() and (out / "base_model" / "config.json").exists()
+    # the base and every trained arm carry the prompt format they learned in (tools left out, a 128-token window)
+    recorded = {"tools": "none", "max_prompt_tokens": 128}
+    finals = sorted((out / "runs").glob("*/train/final"))
+    assert {p.parent.parent.name.split("-")[0] for p in finals} == {"sft", "pivotrl"}
+    for folder in [out / "base_model", *finals]:
+        assert json.loads((folder / "prompt_format.json").read_text()) == recorded, folder
     assert report["selection"]["metric"].startswith("validation task success")
     assert report["data"]["ood_tasks"] == 2 and report["data"]["val_tasks"] == 2
     probes = json.loads(next((out / "runs").glob("base-*/test.json")).read_text())["probes"]

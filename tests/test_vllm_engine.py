@@ -200,3 +200,26 @@ def test_repeated_pivots_in_one_call_and_repeated_episodes_are_sampled_apart(llm
     # the same start played twice is the same play: samples depend on (seed, task, turn, repeat), never the round
     again = run_episodes(make_env, start * 2, agent, batch_size=1, seed=0)
     assert again[0]["messages"] == again[1]["messages"] == rows[0]["messages"]
+
+
+def test_a_vllm_agent_on_a_folder_samples_in_its_recorded_prompt_format(llm, model_dir, tmp_path, pivots):
+    """The same engine, the model folder with ``prompt_format.json``: the prompts are the recorded format's, as
+    the ``hf`` agent's (tests/test_prompt_format.py), unless the agent is told otherwise."""
+    import shutil
+
+    from pivot_envs.agents.prompt_format import write_prompt_format
+    from pivot_envs.agents.prompting import PromptConfig, encode_prompt
+
+    folder = tmp_path / "recorded"
+    shutil.copytree(model_dir, folder)
+    write_prompt_format(folder, tools="none", max_prompt_tokens=64)
+    agent = VLLMAgent(str(folder), llm=llm, temperature=0.0, max_new_tokens=4)
+    told = VLLMAgent(str(folder), llm=llm, temperature=0.0, max_new_tokens=4, tools="system", max_prompt_tokens=200)
+    plain = VLLMAgent(str(model_dir), llm=llm, temperature=0.0, max_new_tokens=4)
+    assert (agent.settings.tools, agent.settings.max_prompt_tokens) == ("none", 64)
+    assert (told.settings.tools, told.settings.max_prompt_tokens) == ("system", 200)
+    assert plain.settings.tools == "auto"
+    pivot = pivots[0]
+    assert encode_prompt(agent.tokenizer, pivot, agent.prompt_config) == \
+        encode_prompt(agent.tokenizer, pivot, PromptConfig(tools="none", max_prompt_tokens=64))
+    assert len(agent.sample([pivot], 1, seed=0)[0]) == 1

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pivot_envs.agents.prompt_format import write_prompt_format
 from pivot_envs.trainers.distributed import DistInfo, barrier
 
 PREFIX = "checkpoint-"
@@ -97,8 +98,10 @@ def save_checkpoint(
     state: dict[str, Any],
     info: DistInfo,
     summary: dict[str, Any] | None = None,
+    prompt_format: dict[str, Any] | None = None,
 ) -> Path:
-    """Write a checkpoint (collective: every rank must call it); returns its folder."""
+    """Write a checkpoint (collective: every rank must call it); returns its folder. ``prompt_format``
+    (``{"tools": ..., "max_prompt_tokens": ...}``) is recorded beside the model (agents.prompt_format)."""
     final = Path(path)
     tmp = final.with_name(final.name + ".tmp")
     if info.is_main:
@@ -107,6 +110,8 @@ def save_checkpoint(
         tmp.mkdir(parents=True)
         model.save_pretrained(tmp / "model")
         tokenizer.save_pretrained(tmp / "model")
+        if prompt_format is not None:
+            write_prompt_format(tmp / "model", **prompt_format)
         torch.save(state, tmp / "trainer_state.pt")
         (tmp / "trainer_state.json").write_text(json.dumps(summary or {}, indent=1, default=str) + "\n", encoding="utf-8")
     barrier(info)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from pivot_envs.agents.prompt_format import model_prompt_tokens, model_tools
 from pivot_envs.config import ConfigError, config_from_dict, config_from_file, config_to_dict
 
 ADVANTAGE_MODES = ("grpo", "dr_grpo", "pvpo")
@@ -96,14 +97,16 @@ class PolicyConfig:
     max_prompt_tokens: int | None = None
     """Prompt window in tokens, for sampling and for the loss alike (agents.prompting.encode_prompt keeps the
     task and the latest tokens);
-    ``None``: the model's context length minus ``max_new_tokens``."""
+    ``None``: the window recorded in the model folder (:mod:`pivot_envs.agents.prompt_format`), else the
+    model's context length minus ``max_new_tokens``."""
 
     sampling_batch_size: int | None = None
     """Pivots per ``generate`` call (each expands to ``group_size`` rows); ``None``: all of a step's pivots."""
 
-    prompt_tools: str = "auto"
+    prompt_tools: str | None = None
     """Where tool specs go in the prompt (``auto``, ``template``, ``system``, ``none``;
-    see :class:`pivot_envs.agents.prompting.PromptConfig`)."""
+    see :class:`pivot_envs.agents.prompting.PromptConfig`); ``None``: the format recorded in the model
+    folder (:mod:`pivot_envs.agents.prompt_format`), else ``auto``."""
 
     # ------------------------------------------------------------------ rollout engine
     rollout_engine: str = "hf"
@@ -278,6 +281,8 @@ class PolicyConfig:
             self.betas = tuple(self.betas)  # type: ignore[assignment]
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to] if self.report_to else []
+        self.prompt_tools = model_tools(self.prompt_tools, self.model)
+        self.max_prompt_tokens = model_prompt_tokens(self.max_prompt_tokens, self.model)
         self.validate()
 
     def validate(self) -> None:

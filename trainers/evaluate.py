@@ -77,7 +77,7 @@ class EvalSettings:
     max_new_tokens: int = 256
     max_prompt_tokens: int | None = None
     batch_size: int = 16
-    tools: str = "auto"
+    tools: str | None = None
 
 
 def evaluate(
@@ -93,7 +93,7 @@ def evaluate(
     max_new_tokens: int = 256,
     max_prompt_tokens: int | None = None,
     batch_size: int = 16,
-    tools: str = "auto",
+    tools: str | None = None,
     num_threads: int | None = 1,
     device: str = "auto",
     details: bool = False,
@@ -123,7 +123,8 @@ def evaluate(
             (the model's positions or the tokenizer's ``model_max_length``, minus 256), whatever
             ``max_new_tokens`` is.
         batch_size: pivots per ``generate`` call.
-        tools: where tool specs go in the prompt (as the ``hf`` agent).
+        tools: where tool specs go in the prompt (as the ``hf`` agent; ``None``: the model folder's recorded
+            format, else ``auto``).
         num_threads: torch CPU threads while generating (``None``: unchanged).
         device: for a model folder: ``auto``, ``cpu``, ``cuda``...
         details: add ``per_pivot`` (texts and rewards of every pivot) and ``probe_rows``.
@@ -164,6 +165,10 @@ def evaluate(
             raise ValueError("evaluate: pass tokenizer= together with a loaded model")
         greedy_agent = HFAgent(model, tokenizer, temperature=0.0, max_new_tokens=max_new_tokens, **common)
         name = greedy_agent.model_path or type(model).__name__
+    common["tools"] = settings.tools = greedy_agent.settings.tools  # the model folder's format when not given
+    max_prompt_tokens = max_prompt_tokens or greedy_agent.settings.max_prompt_tokens  # explicit, else recorded
+    if max_prompt_tokens is not None:
+        common["max_prompt_tokens"] = settings.max_prompt_tokens = max_prompt_tokens
     if max_prompt_tokens is None:  # the training window, not the agent's (which depends on max_new_tokens)
         window = default_prompt_tokens(greedy_agent.model, greedy_agent.tokenizer)
         greedy_agent.prompt_config.max_prompt_tokens = window

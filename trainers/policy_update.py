@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from pivot_envs.agents.prompt_format import write_prompt_format
 from pivot_envs.trainers import checkpoint as ckpt
 from pivot_envs.trainers.config import PolicyConfig
 from pivot_envs.trainers.distributed import DistInfo, barrier, no_sync, reduce_sums, unwrap, wrap_ddp
@@ -279,11 +280,16 @@ class PolicyUpdate:
         """``checkpoint-NNNNNN/`` with the model, the tokenizer, ``state`` plus :meth:`state_dict`, and the RNG
         states; keeps the newest ``keep`` checkpoints (collective under DDP)."""
         path = ckpt.save_checkpoint(ckpt.checkpoint_path(output_dir, step), model=self.module, tokenizer=self.tokenizer,
-                                    state={**state, **self.state_dict()}, info=self.dist, summary=summary)
+                                    state={**state, **self.state_dict()}, info=self.dist, summary=summary,
+                                    prompt_format=self.prompt_format())
         if self.dist.is_main:
             ckpt.prune_checkpoints(output_dir, keep)
         barrier(self.dist)
         return path
+
+    def prompt_format(self) -> dict[str, Any]:
+        """The prompt format the policy is trained in, recorded beside every model this saves."""
+        return {"tools": self.config.prompt_tools, "max_prompt_tokens": self.config.max_prompt_tokens}
 
     def save_final(self, output_dir: Path, config: dict[str, Any]) -> Path:
         """Rank 0 saves ``final/`` (a LoRA policy is merged into its base first) with ``pivotrl_config.json``."""
@@ -295,6 +301,7 @@ class PolicyUpdate:
             final.mkdir(parents=True, exist_ok=True)
             model.save_pretrained(final)
             self.tokenizer.save_pretrained(final)
+            write_prompt_format(final, **self.prompt_format())
             (final / "pivotrl_config.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
         barrier(self.dist)
         return final

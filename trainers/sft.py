@@ -58,6 +58,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.agents.prompt_format import model_prompt_tokens, model_tools, write_prompt_format
 from pivot_envs.agents.prompting import PromptConfig, action_target, encode_prompt
 from pivot_envs.config import config_from_dict, config_from_file, config_to_dict
 from pivot_envs.trainers.metrics import MetricsLogger, read_metrics, truncate_metrics
@@ -117,12 +118,13 @@ class SFTConfig:
         warmup_steps: optimiser steps of linear warm-up.
         min_lr_ratio: floor of the cosine decay as a fraction of ``lr``.
         max_grad_norm: clip the global gradient norm to this (``0``: no clipping; the norm is still logged).
-        max_prompt_tokens: prompt window (task + latest tokens, see agents.prompting); ``None``: as the
-            ``hf`` agent keeps them with its default ``max_new_tokens`` (the smaller of the model's
-            positions and the tokenizer's ``model_max_length``, minus 256).
+        max_prompt_tokens: prompt window (task + latest tokens, see agents.prompting); ``None``: the window
+            recorded in the model folder (agents.prompt_format), else as the ``hf`` agent keeps them with
+            its default ``max_new_tokens`` (the smaller of the model's positions and the tokenizer's
+            ``model_max_length``, minus 256).
         max_action_tokens: cut expert actions longer than this (the agent cannot emit more anyway).
         prompt_tools: where tool specs go in the prompt (``auto``, ``template``, ``system``, ``none``;
-            as the ``hf`` agent's ``tools``).
+            as the ``hf`` agent's ``tools``); ``None``: the format recorded in the model folder, else ``auto``.
         save_every: save a checkpoint every this-many steps and at the last step (``0``: only ``final/``).
         save_total_limit: keep only the newest this-many checkpoints (``None``: all).
         resume_from: continue a run: a ``checkpoint-NNNNNN`` folder, or ``"latest"`` (the newest in
@@ -155,7 +157,7 @@ class SFTConfig:
     max_grad_norm: float = 1.0
     max_prompt_tokens: int | None = None
     max_action_tokens: int = 256
-    prompt_tools: str = "auto"
+    prompt_tools: str | None = None
     save_every: int = 0
     save_total_limit: int | None = 2
     resume_from: str | None = None
@@ -168,6 +170,8 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
             self.betas = tuple(self.betas)  # type: ignore[assignment]
+        self.prompt_tools = model_tools(self.prompt_tools, self.model)
+        self.max_prompt_tokens = model_prompt_tokens(self.max_prompt_tokens, self.model)
         for name in ("steps", "batch_size", "grad_accum_steps", "max_action_tokens", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SFTConfig.{name} = {getattr(self, name)!r} is invalid: it must be >= 1")
@@ -398,7 +402,8 @@ def train_sft(config: SFTConfig | dict[str, Any], on_step: StepCallback | None =
             trainer_state = {"step": step, "optimizer": optim.state_dict(), "scheduler": sched.state_dict(),
                              "config": config.to_dict()}
             ckpt_io.save_checkpoint(ckpt_io.checkpoint_path(out, step), model=model, tokenizer=tokenizer,
-                                    state=trainer_state, info=distributed.DistInfo(), summary={"step": step, **row})
+                                    state=trainer_state, info=distributed.DistInfo(), summary={"step": step, **row},
+                                    prompt_format=_prompt_format(config))
             ckpt_io.prune_checkpoints(out, config.save_total_limit)
         if on_step is not None:
             on_step(row)
@@ -412,7 +417,7 @@ def train_sft(config: SFTConfig | dict[str, Any], on_step: StepCallback | None =
 
     model.eval()
     final = out / FINAL_DIR
-    _save_model(final, model, tokenizer)
+    _save_model(final, model, tokenizer, _prompt_format(config))
     rows = read_metrics(metrics_path)
     result = SFTResult(
         output_dir=str(out), final_model_dir=str(final), steps=config.steps,
@@ -488,12 +493,18 @@ def _device(name: str) -> Any:
     return torch.device(name)
 
 
-def _save_model(folder: Path, model: Any, tokenizer: Any) -> None:
-    """``save_pretrained`` into a temporary folder, then rename it into place."""
+def _prompt_format(config: SFTConfig) -> dict[str, Any]:
+    """The prompt format the model is trained in, recorded beside every model SFT saves."""
+    return {"tools": config.prompt_tools, "max_prompt_tokens": config.max_prompt_tokens}
+
+
+def _save_model(folder: Path, model: Any, tokenizer: Any, prompt_format: dict[str, Any]) -> None:
+    """``save_pretrained`` (and the prompt format) into a temporary folder, then rename it into place."""
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    write_prompt_format(tmp, **prompt_format)
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(tmp, folder)
