@@ -157,6 +157,14 @@ class RunSettings:
                         num_threads=self.num_threads, device=self.device)
 
 
+RUN_LOCAL_FIELDS = ("root", "num_threads", "eval_batch", "fresh_process", "save_every")
+"""Settings that change where or how fast a run goes, never its numbers."""
+
+TRAINING_FIELDS = ("steps", "pivots_per_step", "group_size", "beta", "warmup_steps", "micro_batch_rows",
+                   "curve_every", "curve_tasks", "curve_seed")
+"""Settings only a trained arm's numbers depend on."""
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One arm at one seed.
@@ -182,10 +190,12 @@ class RunSpec:
     profile_rollouts: int = 0
     tasks: str | None = None
 
-    def key(self, settings: RunSettings) -> str:
-        """Folder name of this run: arm, seed and a hash of everything its numbers depend on."""
-        shared = {k: v for k, v in asdict(settings).items()
-                  if k not in ("root", "num_threads", "eval_batch", "fresh_process", "save_every")}
+    def key(self, settings: RunSettings, *, legacy: bool = False) -> str:
+        """Folder name of this run: arm, seed and a hash of everything its numbers depend on. The base is not
+        trained, so the training budget is not part of its key (a budget change reuses its evaluations);
+        ``legacy``: the key before that, which hashed the budget of the base too (folders of older runs)."""
+        ignored = RUN_LOCAL_FIELDS + (() if legacy or self.arm != "base" else TRAINING_FIELDS)
+        shared = {k: v for k, v in asdict(settings).items() if k not in ignored}
         extra = (self.tasks,) if self.tasks is not None else ()
         digest = stable_hash(self.arm, self.seed, self.pivots, self.lr, self.label, shared, *extra)[:10]
         return f"{self.arm}-s{self.seed}-{digest}"
@@ -205,7 +215,11 @@ def _curve_checkpoints(spec: RunSpec, settings: RunSettings) -> int:
 
 
 def run_dir(spec: RunSpec, settings: RunSettings) -> Path:
-    return Path(settings.root) / "runs" / spec.key(settings)
+    """``ROOT/runs/KEY``; a base run an older demo saved under its legacy key is found there."""
+    runs = Path(settings.root) / "runs"
+    folder = runs / spec.key(settings)
+    legacy = runs / spec.key(settings, legacy=True)
+    return legacy if not folder.exists() and legacy.exists() else folder
 
 
 def read_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:

@@ -649,3 +649,27 @@ def test_the_budget_options_reach_the_run_and_bad_ones_are_refused(tmp_path):
 
     bad = CliRunner().invoke(app, ["demo", "--smoke", "--out", str(out), "--steps", "0"])
     assert bad.exit_code == 2 and "--steps" in bad.output
+
+
+def test_a_budget_change_reuses_the_base_runs_evaluations_and_older_base_folders_are_found(tmp_path):
+    """The base is not trained: its folder key leaves the training budget out, so ``--steps`` or a new group size
+    replays no base task; a base folder saved under the older key (which hashed the budget) is still found."""
+    from dataclasses import replace
+
+    from pivot_envs.experiments.arms import RunSettings, RunSpec, run_dir
+
+    settings = RunSettings(root=str(tmp_path), domain="terminal", base_model="m", val_pivots="v.jsonl",
+                           test_pivots="t.jsonl", max_context_tokens=128, max_new_tokens=16, steps=16,
+                           pivots_per_step=8, group_size=4, beta=0.0, eval_k=0)
+    longer = replace(settings, steps=48, pivots_per_step=16, group_size=8)
+    base, rl = RunSpec("base", 0), RunSpec("pivotrl", 0, pivots="p.jsonl", lr=1e-5)
+    assert base.key(settings) == base.key(longer) and rl.key(settings) != rl.key(longer)
+    assert base.key(settings) != base.key(replace(settings, max_new_tokens=32))  # what its numbers depend on
+    assert base.key(settings, legacy=True) != base.key(longer, legacy=True)
+
+    assert run_dir(base, longer).name == base.key(longer)  # nothing saved yet: the new key
+    old = tmp_path / "runs" / base.key(longer, legacy=True)
+    old.mkdir(parents=True)
+    assert run_dir(base, longer) == old  # an older demo's base folder is read back
+    (tmp_path / "runs" / base.key(longer)).mkdir()
+    assert run_dir(base, longer).name == base.key(longer)  # the current key wins once it exists
