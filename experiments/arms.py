@@ -113,6 +113,7 @@ class RunSettings:
         save_every: training checkpoints every this-many steps; a training part that finds one resumes from it.
         fresh_process: every part runs in a process of its own (a vLLM engine per part, gone with it).
         device: the trainers' and the ``hf`` engine's device (``cpu``; ``auto``: CUDA when there is one).
+        rl_lora_r: LoRA rank of the RL arms (alpha = 2 x rank; ``0``: full fine-tuning).
     """
 
     root: str
@@ -149,6 +150,7 @@ class RunSettings:
     save_every: int = 0
     fresh_process: bool = False
     device: str = "cpu"
+    rl_lora_r: int = 0
 
     def sampling(self) -> Sampling:
         """The evaluations' shared sampling settings."""
@@ -196,6 +198,8 @@ class RunSpec:
         ``legacy``: the key before that, which hashed the budget of the base too (folders of older runs)."""
         ignored = RUN_LOCAL_FIELDS + (() if legacy or self.arm != "base" else TRAINING_FIELDS)
         shared = {k: v for k, v in asdict(settings).items() if k not in ignored}
+        if legacy or self.arm in ("base", "sft") or not shared.get("rl_lora_r"):
+            shared.pop("rl_lora_r", None)  # added later: hashed only where it changes the run
         extra = (self.tasks,) if self.tasks is not None else ()
         digest = stable_hash(self.arm, self.seed, self.pivots, self.lr, self.label, shared, *extra)[:10]
         return f"{self.arm}-s{self.seed}-{digest}"
@@ -215,11 +219,14 @@ def _curve_checkpoints(spec: RunSpec, settings: RunSettings) -> int:
 
 
 def run_dir(spec: RunSpec, settings: RunSettings) -> Path:
-    """``ROOT/runs/KEY``; a base run an older demo saved under its legacy key is found there."""
+    """``ROOT/runs/KEY``; a base run an older demo saved under its legacy key is found there (the base only: a
+    trained arm's legacy key may name another run, e.g. full fine-tuning where this one is LoRA)."""
     runs = Path(settings.root) / "runs"
     folder = runs / spec.key(settings)
+    if spec.arm != "base" or folder.exists():
+        return folder
     legacy = runs / spec.key(settings, legacy=True)
-    return legacy if not folder.exists() and legacy.exists() else folder
+    return legacy if legacy.exists() else folder
 
 
 def read_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
@@ -459,6 +466,7 @@ def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
         beta=settings.beta, zero_variance="skip", log_every=10 ** 6, plots=True,
         **trainer_fields(spec, settings, out, settings.pivots_per_step * settings.group_size),
+        **lora_fields(settings),
     )
     if settings.engine.kind != "hf" or settings.engine.tools != "auto":
         cfg.update(rl_fields(settings.engine))
@@ -469,6 +477,12 @@ def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
     if spec.arm == "pvpo":
         cfg.update(advantage="pvpo", zero_variance="keep", pvpo_drop_solved=True, pvpo_inject_expert=True)
     return cfg
+
+
+def lora_fields(settings: RunSettings) -> dict[str, Any]:
+    """The trainer's LoRA fields of an RL arm (none for full fine-tuning)."""
+    r = settings.rl_lora_r
+    return {"lora_r": r, "lora_alpha": 2 * r, "lora_target_modules": "all-linear"} if r else {}
 
 
 def _train_rl(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
@@ -499,6 +513,7 @@ def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str,
         arpo_initial=max(1, settings.group_size // 2), log_every=10 ** 6, plots=True,
         episode_workers=1, turn_credit=TURN_CREDIT if spec.arm == "e2e_credit" else 0.0,
         **trainer_fields(spec, settings, out, tasks_per_step * settings.group_size * settings.max_turns),
+        **lora_fields(settings),
     )
     if settings.engine.kind != "hf" or settings.engine.tools != "auto":
         cfg.update(rl_fields(settings.engine))

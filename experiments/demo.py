@@ -114,6 +114,8 @@ class DemoConfig:
         rl_lr_grid: RL learning rates tried on the validation split.
         sft_lr: SFT learning rate when no grid is searched.
         sft_lr_grid: SFT learning rates tried on the validation split.
+        rl_lora_r: LoRA rank of the RL arms' policy (alpha = 2 x rank, every linear layer, merged into each saved
+            model); ``0``: full fine-tuning. SFT stays full fine-tuning.
         max_new_tokens: longest sampled action.
         eval_k: samples per test pivot for mean@k.
         verifier_pivots: pivots per domain in the verifier summary (``0``: no summary).
@@ -195,6 +197,7 @@ class DemoConfig:
     rl_lr_grid: tuple[float, ...] = ()
     sft_lr: float = 3e-4
     sft_lr_grid: tuple[float, ...] = ()
+    rl_lora_r: int = 0
     max_new_tokens: int = 96
     eval_k: int = 4
     verifier_pivots: int = 60
@@ -321,11 +324,15 @@ a busy neighbour ran 10-20x slower here (each waits for the other at every opera
 
 
 def with_budget(cfg: DemoConfig, *, steps: int | None = None, candidates: int | None = None,
-                rl_lr: float | None = None, sft_lr: float | None = None) -> DemoConfig:
+                rl_lr: float | None = None, sft_lr: float | None = None, rl_lora_r: int | None = None) -> DemoConfig:
     """``cfg`` with another training budget (``None`` keeps the preset's): ``steps`` of every trained arm,
-    ``candidates`` profiled (the pool D_adv comes from), and fixed learning rates (a fixed rate replaces the
-    arm's grid, so the selection does not train that arm at other rates)."""
+    ``candidates`` profiled (the pool D_adv comes from), fixed learning rates (a fixed rate replaces the
+    arm's grid, so the selection does not train that arm at other rates) and the RL arms' LoRA rank."""
     changes: dict[str, Any] = {}
+    if rl_lora_r is not None:
+        if rl_lora_r < 0:
+            raise ValueError(f"--rl-lora-r must be >= 0 (0: full fine-tuning), got {rl_lora_r}")
+        changes["rl_lora_r"] = rl_lora_r
     if steps is not None:
         changes["steps"] = steps
     if candidates is not None:
@@ -458,7 +465,7 @@ def run_settings(cfg: DemoConfig, out: Path, data: dict[str, Any], base: dict[st
         ood_domain=cfg.ood_domain if data["files"].get("ood_tasks") else None,
         ood_tasks=data["files"].get("ood_tasks"), ood_episode_k=cfg.ood_episode_k, probe_set=cfg.probe_set,
         probes_per_kind=cfg.probes_per_kind, micro_batch_rows=cfg.micro_batch_rows, save_every=cfg.save_every,
-        fresh_process=cfg.engine == "vllm",
+        fresh_process=cfg.engine == "vllm", rl_lora_r=cfg.rl_lora_r,
     )
 
 

@@ -665,7 +665,8 @@ def markdown(report: dict[str, Any]) -> str:
               f"PivotRL lr {sel['rl_lr']:g}, SFT lr {sel['sft_lr']:g}, lambda {sel['lambda']:g}. "
               f"Every trained arm: {r['settings']['steps']} optimiser steps of "
               f"{r['settings']['pivots_per_step']} pivots "
-              f"(RL: G = {r['settings']['group_size']}, beta = {r['settings']['beta']:g})."]
+              f"(RL: G = {r['settings']['group_size']}, beta = {r['settings']['beta']:g}"
+              f"{_lora_words(r['settings'].get('rl_lora_r'))})."]
     if sel["trials"]:
         lines += ["", f"Selection metric: {sel.get('metric') or 'validation per-turn accuracy'}; the base (lr = 0) "
                   f"scored {_fmt(sel.get('base_val'))}.", "",
@@ -863,6 +864,11 @@ def _pm(value: float | None, std: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:.3f}" + (f" ± {std:.3f}" if std is not None else "")
+
+
+def _lora_words(rank: int | None) -> str:
+    """How the RL arms were trained: LoRA (its rank and alpha) or full fine-tuning."""
+    return f"; LoRA rank {rank}, alpha {2 * rank}, every linear layer" if rank else "; full fine-tuning"
 
 
 def _fmt(value: Any) -> str:

@@ -673,3 +673,30 @@ def test_a_budget_change_reuses_the_base_runs_evaluations_and_older_base_folders
     assert run_dir(base, longer) == old  # an older demo's base folder is read back
     (tmp_path / "runs" / base.key(longer)).mkdir()
     assert run_dir(base, longer).name == base.key(longer)  # the current key wins once it exists
+
+
+def test_lora_rl_arms_train_a_merged_lora_policy_and_share_the_base_and_sft_runs(tmp_path):
+    """``--rl-lora-r``: the RL arms (the smoke preset has them all) train a LoRA policy (saved merged), in runs of
+    their own; the base's and SFT's runs (not LoRA) are the ones a full fine-tuning demo in the same folder made,
+    not trained or played again."""
+    from pivot_envs.cli import app
+
+    out = tmp_path / "demo"
+    common = ["demo", "--smoke", "--out", str(out), "--rl-lr", "0.002", "--sft-lr", "0.003"]
+    assert CliRunner().invoke(app, common).exit_code == 0
+    before = {p.name for p in (out / "runs").iterdir()}
+    result = CliRunner().invoke(app, [*common, "--rl-lora-r", "2"])
+    assert result.exit_code == 0, result.output
+    added = {p.name for p in (out / "runs").iterdir()} - before
+    assert any(name.startswith("pivotrl-") for name in added), added
+    assert not any(name.startswith(("base-", "sft-")) for name in added), added  # every RL arm, and only those
+    report = json.loads((out / "report.json").read_text())
+    assert report["settings"]["rl_lora_r"] == 2
+    finals = [out / "runs" / name / "train" / "final" for name in added]
+    final = next(f for f in finals if (f / "pivotrl_config.json").exists())
+    config = json.loads((final / "pivotrl_config.json").read_text())
+    assert (config["lora_r"], config["lora_alpha"]) == (2, 4)
+    assert (final / "model.safetensors").exists() and not (final / "adapter_config.json").exists()  # merged
+    assert "LoRA rank 2, alpha 4" in (out / "report.md").read_text()
+    bad = CliRunner().invoke(app, [*common, "--rl-lora-r", "-1"])
+    assert bad.exit_code == 2 and "--rl-lora-r" in bad.output

@@ -49,6 +49,9 @@ def demo_command(
                                           "grid)."),
     sft_lr: Optional[float] = typer.Option(None, "--sft-lr", help="SFT's learning rate, "
                                            "fixed (default: chosen like PivotRL's)."),
+    rl_lora_r: Optional[int] = typer.Option(None, "--rl-lora-r", min=0, help="LoRA rank of the RL arms "
+                                            "(alpha = 2 x rank, every linear layer; default 0: full fine-tuning). "
+                                            "SFT stays full fine-tuning."),
     smoke: bool = typer.Option(False, "--smoke", hidden=True, help="A seconds-long run of every stage (tests)."),
     build_base: Optional[Path] = typer.Option(None, "--build-base", help="Only build the base into this folder "
                                               "(deterministic): for the tiny model its prebuilt base (about 50 min on "
@@ -85,7 +88,7 @@ def demo_command(
             cfg.domain = domain
         if workers is not None:
             cfg.workers = workers
-        cfg = with_budget(cfg, steps=steps, candidates=candidates, rl_lr=rl_lr, sft_lr=sft_lr)
+        cfg = with_budget(cfg, steps=steps, candidates=candidates, rl_lr=rl_lr, sft_lr=sft_lr, rl_lora_r=rl_lora_r)
         report = run_pipeline(cfg, out, log=log, command=shlex.join(["pivot-envs", "demo", *sys.argv[2:]])
                               if _is_demo_call() else None)
     print_summary(report, out, console)
