@@ -6,6 +6,8 @@ it and copies its report where the repository keeps it::
 
     .venv-vllm/bin/python benchmarks/real_model.py                      # runs/real_model; hours on 2 cores, resumable
     .venv-vllm/bin/python benchmarks/real_model.py --out runs/rm2 --engine hf --seed 1
+    .venv-vllm/bin/python benchmarks/real_model.py --results benchmarks/results/real_model_lora \
+        --rl-lora-r 16 --rl-lr 2e-4 --sft-lr 1e-5                      # any other demo option passes through
 
 It runs ``pivot-envs demo --model smollm2 --out OUT [--engine E] [--seed S]`` with the ``pivot-envs`` of this
 interpreter's environment (``.venv-vllm`` for vLLM rollouts: docs/vllm.md), then copies ``report.json``,
@@ -36,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", default=None, help="vllm, hf or auto (the demo's default: auto)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--model", default="smollm2", help="the demo's --model (default smollm2)")
-    args = parser.parse_args(argv)
-    command = [str(Path(sys.executable).parent / "pivot-envs"), "demo", "--model", args.model, "--out", args.out]
+    args, demo_options = parser.parse_known_args(argv)
+    command = [str(Path(sys.executable).parent / "pivot-envs"), "demo", "--model", args.model, "--out", args.out,
+               *demo_options]
     if args.engine:
         command += ["--engine", args.engine]
     if args.seed is not None:
