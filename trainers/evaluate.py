@@ -119,9 +119,9 @@ def evaluate(
         seed: sampling seed.
         tokenizer: the tokenizer of a loaded model.
         max_new_tokens: longest generated action.
-        max_prompt_tokens: prompt window (task + latest tokens, see agents.prompting); ``None``: the window SFT trains on by default
-            (the model's positions or the tokenizer's ``model_max_length``, minus 256), whatever
-            ``max_new_tokens`` is.
+        max_prompt_tokens: prompt window (task + latest tokens, see agents.prompting); ``None``: the window recorded
+            in the model folder (agents.prompt_format), else the window SFT trains on by default (the model's
+            positions or the tokenizer's ``model_max_length``, minus 256), whatever ``max_new_tokens`` is.
         batch_size: pivots per ``generate`` call.
         tools: where tool specs go in the prompt (as the ``hf`` agent; ``None``: the model folder's recorded
             format, else ``auto``).
