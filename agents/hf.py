@@ -45,7 +45,7 @@ from typing import Any, Iterator, Sequence
 
 from pivot_envs.actions import parse_action
 from pivot_envs.agents.base import Agent, Completion
-from pivot_envs.agents.prompt_format import model_prompt_tokens, model_tools
+from pivot_envs.agents.prompt_format import resolve_prompt_format
 from pivot_envs.agents.prompting import PromptConfig, encode_prompt
 from pivot_envs.agents.row_sampling import RowSampler, row_key
 from pivot_envs.types import Pivot
@@ -146,8 +146,8 @@ class HFAgent(Agent):
             self.model_path = getattr(getattr(model, "config", None), "_name_or_path", None) or getattr(model, "name_or_path", None)
             self.model, self.tokenizer = model, tokenizer
         self.device = next(self.model.parameters()).device
-        self.settings.tools = model_tools(self.settings.tools, self.model_path)
-        self.settings.max_prompt_tokens = model_prompt_tokens(self.settings.max_prompt_tokens, self.model_path)
+        self.settings.tools, self.settings.max_prompt_tokens = resolve_prompt_format(
+            self.settings.tools, self.settings.max_prompt_tokens, self.model_path)
         max_prompt = self.settings.max_prompt_tokens
         if max_prompt is None:
             limits = [getattr(self.model.config, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]

@@ -60,18 +60,12 @@ def read_prompt_format(model: Any) -> dict[str, Any]:
     return {"tools": tools, "max_prompt_tokens": window}
 
 
-def model_tools(explicit: str | None, model: Any) -> str:
-    """``explicit`` when given, else the model folder's recorded ``tools``, else ``auto``."""
-    if explicit is not None:
-        return explicit
-    return read_prompt_format(model).get("tools", DEFAULT_TOOLS)
-
-
-def model_prompt_tokens(explicit: int | None, model: Any) -> int | None:
-    """``explicit`` when given, else the model folder's recorded window, else ``None`` (the caller's default)."""
-    if explicit is not None:
-        return explicit
-    return read_prompt_format(model).get("max_prompt_tokens")
+def resolve_prompt_format(tools: str | None, max_prompt_tokens: int | None, model: Any) -> tuple[str, int | None]:
+    """``(tools, max_prompt_tokens)``: each explicit value when given, else the model folder's recorded one, else
+    the default (``auto``; ``None`` for the window: the caller's default). The record is read once."""
+    recorded = read_prompt_format(model) if tools is None or max_prompt_tokens is None else {}
+    return (recorded.get("tools", DEFAULT_TOOLS) if tools is None else tools,
+            recorded.get("max_prompt_tokens") if max_prompt_tokens is None else max_prompt_tokens)
 
 
 def _check(tools: Any, window: Any, *, where: str) -> None:

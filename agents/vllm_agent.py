@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from pivot_envs.actions import parse_action
 from pivot_envs.agents.base import Agent, Completion
-from pivot_envs.agents.prompt_format import model_prompt_tokens, model_tools
+from pivot_envs.agents.prompt_format import resolve_prompt_format
 from pivot_envs.agents.prompting import PromptConfig, encode_prompt
 from pivot_envs.types import Pivot, stable_hash
 
@@ -134,8 +134,8 @@ class VLLMAgent(Agent):
         vllm = import_vllm()
         self.model_name = str(model)
         self.settings = VLLMSampling(**settings)
-        self.settings.tools = model_tools(self.settings.tools, self.model_name)
-        self.settings.max_prompt_tokens = model_prompt_tokens(self.settings.max_prompt_tokens, self.model_name)
+        self.settings.tools, self.settings.max_prompt_tokens = resolve_prompt_format(
+            self.settings.tools, self.settings.max_prompt_tokens, self.model_name)
         self._owns_engine = llm is None
         self.llm = llm if llm is not None else build_llm(self.model_name, self.settings)
         if tokenizer is None:

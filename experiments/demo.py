@@ -256,6 +256,8 @@ class DemoConfig:
             raise ValueError("DemoConfig: seeds and steps must be >= 1, group_size and profile_k >= 2")
         if self.max_candidates is not None and self.max_candidates < 1:
             raise ValueError(f"DemoConfig.max_candidates {self.max_candidates}: profile at least one candidate")
+        if self.rl_lora_r < 0:
+            raise ValueError(f"DemoConfig.rl_lora_r {self.rl_lora_r}: must be >= 0 (--rl-lora-r; 0: full fine-tuning)")
         if not (self.rl_lr > 0 and self.sft_lr > 0 and all(lr > 0 for lr in self.rl_lr_grid + self.sft_lr_grid)):
             raise ValueError("DemoConfig: learning rates must be > 0 (--rl-lr, --sft-lr)")
         if not (0 < self.base_fraction < 1 and 0 <= self.val_fraction < 1):
@@ -330,8 +332,6 @@ def with_budget(cfg: DemoConfig, *, steps: int | None = None, candidates: int | 
     arm's grid, so the selection does not train that arm at other rates) and the RL arms' LoRA rank."""
     changes: dict[str, Any] = {}
     if rl_lora_r is not None:
-        if rl_lora_r < 0:
-            raise ValueError(f"--rl-lora-r must be >= 0 (0: full fine-tuning), got {rl_lora_r}")
         changes["rl_lora_r"] = rl_lora_r
     if steps is not None:
         changes["steps"] = steps

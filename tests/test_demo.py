@@ -700,3 +700,7 @@ def test_lora_rl_arms_train_a_merged_lora_policy_and_share_the_base_and_sft_runs
     assert "LoRA rank 2, alpha 4" in (out / "report.md").read_text()
     bad = CliRunner().invoke(app, [*common, "--rl-lora-r", "-1"])
     assert bad.exit_code == 2 and "--rl-lora-r" in bad.output
+    from pivot_envs.experiments.demo import real_config, with_budget
+
+    with pytest.raises(ValueError, match="rl_lora_r -1: must be >= 0"):
+        with_budget(real_config(), rl_lora_r=-1)

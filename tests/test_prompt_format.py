@@ -64,6 +64,17 @@ def test_an_agent_on_a_folder_uses_the_recorded_format_and_an_explicit_setting_w
     assert _prompt(told, pivot) == _rendered(told, pivot, "system", 200)
 
 
+def test_evaluate_reads_the_recorded_format_and_says_so_in_its_settings(terminal_base, tmp_path):
+    from pivot_envs.trainers.evaluate import evaluate
+
+    folder = _recorded(terminal_base, tmp_path)
+    pivots = _first_turn_pivots(2)
+    report = evaluate(str(folder), pivots, k=0, probes=False, max_new_tokens=8, device="cpu")
+    assert (report["settings"]["tools"], report["settings"]["max_prompt_tokens"]) == ("none", 64)
+    told = evaluate(str(folder), pivots, k=0, probes=False, max_new_tokens=8, device="cpu", tools="system")
+    assert told["settings"]["tools"] == "system"
+
+
 def test_a_bad_prompt_format_file_names_itself_and_the_fix(tmp_path):
     path = tmp_path / PROMPT_FORMAT_FILE
     assert read_prompt_format(tmp_path) == {} and read_prompt_format("some/hub-id") == {}

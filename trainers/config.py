@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from pivot_envs.agents.prompt_format import model_prompt_tokens, model_tools
+from pivot_envs.agents.prompt_format import resolve_prompt_format
 from pivot_envs.config import ConfigError, config_from_dict, config_from_file, config_to_dict
 
 ADVANTAGE_MODES = ("grpo", "dr_grpo", "pvpo")
@@ -281,8 +281,8 @@ class PolicyConfig:
             self.betas = tuple(self.betas)  # type: ignore[assignment]
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to] if self.report_to else []
-        self.prompt_tools = model_tools(self.prompt_tools, self.model)
-        self.max_prompt_tokens = model_prompt_tokens(self.max_prompt_tokens, self.model)
+        self.prompt_tools, self.max_prompt_tokens = resolve_prompt_format(self.prompt_tools, self.max_prompt_tokens,
+                                                                          self.model)
         self.validate()
 
     def validate(self) -> None:

@@ -165,10 +165,10 @@ def evaluate(
             raise ValueError("evaluate: pass tokenizer= together with a loaded model")
         greedy_agent = HFAgent(model, tokenizer, temperature=0.0, max_new_tokens=max_new_tokens, **common)
         name = greedy_agent.model_path or type(model).__name__
-    common["tools"] = settings.tools = greedy_agent.settings.tools  # the model folder's format when not given
-    max_prompt_tokens = max_prompt_tokens or greedy_agent.settings.max_prompt_tokens  # explicit, else recorded
-    if max_prompt_tokens is not None:
-        common["max_prompt_tokens"] = settings.max_prompt_tokens = max_prompt_tokens
+    # the agent resolved both: explicit, else the model folder's recorded format (agents.prompt_format)
+    common["tools"] = settings.tools = greedy_agent.settings.tools
+    max_prompt_tokens = greedy_agent.settings.max_prompt_tokens
+    common["max_prompt_tokens"] = settings.max_prompt_tokens = max_prompt_tokens
     if max_prompt_tokens is None:  # the training window, not the agent's (which depends on max_new_tokens)
         window = default_prompt_tokens(greedy_agent.model, greedy_agent.tokenizer)
         greedy_agent.prompt_config.max_prompt_tokens = window

@@ -58,7 +58,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pivot_envs.agents.prompt_format import model_prompt_tokens, model_tools, write_prompt_format
+from pivot_envs.agents.prompt_format import resolve_prompt_format, write_prompt_format
 from pivot_envs.agents.prompting import PromptConfig, action_target, encode_prompt
 from pivot_envs.config import config_from_dict, config_from_file, config_to_dict
 from pivot_envs.trainers.metrics import MetricsLogger, read_metrics, truncate_metrics
@@ -170,8 +170,8 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
             self.betas = tuple(self.betas)  # type: ignore[assignment]
-        self.prompt_tools = model_tools(self.prompt_tools, self.model)
-        self.max_prompt_tokens = model_prompt_tokens(self.max_prompt_tokens, self.model)
+        self.prompt_tools, self.max_prompt_tokens = resolve_prompt_format(self.prompt_tools, self.max_prompt_tokens,
+                                                                          self.model)
         for name in ("steps", "batch_size", "grad_accum_steps", "max_action_tokens", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SFTConfig.{name} = {getattr(self, name)!r} is invalid: it must be >= 1")
