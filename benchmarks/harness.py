@@ -37,11 +37,13 @@ import torch
 
 from pivot_envs.agents.spec import build_agent
 from pivot_envs.episode_env import EpisodeEnv
-from pivot_envs.trainers.harness_http import HarnessEndpoint, HarnessServer
-from pivot_envs.trainers.harness_policy import EnginePolicy
-from pivot_envs.trainers.harness_replay import replay_rollout
-from pivot_envs.trainers.harness_rollouts import EpisodeEnvs, HarnessRollouts
-from pivot_envs.trainers.harness_source import HarnessSource, HarnessSpec
+from pivot_envs.harness.http import HarnessEndpoint, HarnessServer
+from pivot_envs.harness.policy import EnginePolicy
+from pivot_envs.harness.replay import replay_rollout
+from pivot_envs.harness.envs import EpisodeEnvs
+from pivot_envs.harness.rollouts import HarnessRollouts
+from pivot_envs.harness.command import HarnessSpec
+from pivot_envs.harness.source import HarnessSource
 from pivot_envs.trainers.logprobs import completion_logprobs, pack
 from pivot_envs.types import Pivot
 

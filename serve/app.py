@@ -14,8 +14,9 @@ Faces:
 * OpenEnv (:mod:`pivot_envs.serve.openenv`): every env under ``/openenv/NAME`` (``/reset``, ``/step``,
   ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``, ``WS /ws``, ``/openapi.json``); ``GET /openenv``;
 * rollouts as a service, when :mod:`pivot_envs.serve.rollouts` exists (its ``build_router(state)``);
-* with ``policy``: the harness endpoint (:mod:`pivot_envs.serve.harness`): ``POST /harness/rollouts`` opens a
-  rollout with its own OpenAI-compatible ``base_url`` and its world over MCP (``mcp_url``).
+* with ``policy``: the harness endpoint (:mod:`pivot_envs.serve.harness`, :mod:`pivot_envs.harness`):
+  ``POST /harness/rollouts`` opens a rollout with its own OpenAI-compatible ``base_url`` and its world over MCP
+  (``mcp_url``); without it, the harness routes answer 404 saying how to turn it on.
 
 Errors: a malformed body is a 4xx whose JSON ``detail`` names the field (FastAPI's 422 ``loc`` for
 pydantic bodies; ``{"field", "message"}`` otherwise); an unknown session is a 404; an unknown env id a
@@ -45,6 +46,7 @@ from pydantic import BaseModel, ConfigDict
 from pivot_envs.domains import all_domains, get_domain
 from pivot_envs.serve import nemo_gym, openenv
 from pivot_envs.serve.gym_http import SessionError, SessionStore
+from pivot_envs.serve.harness_off import include_off_notice
 from pivot_envs.verifiers.batch import VerifierResolver
 
 CONFIG_ENV = "PIVOT_ENVS_SERVE_CONFIG"
@@ -235,7 +237,7 @@ class StepManyBody(BaseModel):
 def create_app(domains: list[str] | None = None, verifier: Any = None, *, session_ttl_s: float = 600.0,
                max_sessions: int = 4096, include_rollouts: bool = True, fast_verify: bool = True,
                policy: str | dict[str, Any] | None = None, harness_idle_timeout_s: float = 600.0,
-               harness_max_turns: int = 30) -> FastAPI:
+               harness_max_turns: int = 30, harness_user: Any = "scripted") -> FastAPI:
     """The serve app.
 
     Args:
@@ -251,6 +253,8 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
             (``hf:DIR``, ``vllm:MODEL``, ``replay``, or ``openai:MODEL@URL`` to forward); ``None``: no endpoint.
         harness_idle_timeout_s: a harness rollout idle this long is abandoned (its world freed).
         harness_max_turns: model calls a harness rollout may make.
+        harness_user: the user simulator of harness rollouts (``scripted``, ``none``, ``openai:MODEL@URL``), reached
+            through the user tool of tasks with a user.
     """
     if domains:
         chosen = [get_domain(d) for d in domains]  # KeyError/ValueError names unknown domains
@@ -271,7 +275,8 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
         from pivot_envs.serve.harness import build_endpoint  # the harness face: the mcp SDK, a policy engine
 
         harness_endpoint = build_endpoint(policy, [k for k, kind in env_ids.items() if kind == "episode"],
-                                          idle_timeout_s=harness_idle_timeout_s, max_turns=harness_max_turns)
+                                          idle_timeout_s=harness_idle_timeout_s, max_turns=harness_max_turns,
+                                          user=harness_user)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -385,6 +390,8 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
     if harness_endpoint is not None:
         harness_endpoint.include(app)
         app.state.harness = harness_endpoint
+    else:
+        include_off_notice(app)
 
     # ---- rollouts as a service (another module; mounted when present)
     if include_rollouts and importlib.util.find_spec(ROLLOUTS_MODULE) is not None:

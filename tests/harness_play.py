@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from pivot_envs.trainers.harness_replay import replay_rollout
-from pivot_envs.trainers.harness_source import HarnessSpec, local_harness_source
+from pivot_envs.harness.replay import replay_rollout
+from pivot_envs.harness.command import HarnessSpec
+from pivot_envs.harness.source import local_harness_source
 
 
 def play_and_replay(agent: Any, make_env: Callable[[], Any], harness: Sequence[str], env_vars: dict[str, str],

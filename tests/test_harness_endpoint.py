@@ -26,12 +26,14 @@ from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
 from pivot_envs.formats import read_trajectories  # noqa: E402
 from pivot_envs.formats.atif import trajectories_from_atif  # noqa: E402
 from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots  # noqa: E402
-from pivot_envs.trainers.harness_http import HarnessEndpoint, HarnessServer  # noqa: E402
-from pivot_envs.trainers.harness_policy import EnginePolicy  # noqa: E402
-from pivot_envs.trainers.harness_replay import replay_rollout  # noqa: E402
-from pivot_envs.trainers.harness_rollouts import EpisodeEnvs, HarnessRollouts  # noqa: E402
+from pivot_envs.harness.http import HarnessEndpoint, HarnessServer  # noqa: E402
+from pivot_envs.harness.policy import EnginePolicy  # noqa: E402
+from pivot_envs.harness.replay import replay_rollout  # noqa: E402
+from pivot_envs.harness.envs import EpisodeEnvs
+from pivot_envs.harness.rollouts import HarnessRollouts  # noqa: E402
 
 ENV_ID = "pivot/Terminal-Episode-v0"
+TOOL_USE_ID = "pivot/ToolUse-Episode-v0"
 MINIMAL = ROOT / "examples" / "harness_minimal.py"
 
 
@@ -146,14 +148,90 @@ def test_bad_requests_are_refused_naming_the_field(server, client):
     assert again.status_code == 409 and "finished" in again.json()["error"]["message"]
 
 
-def test_the_turn_limit_truncates_the_episode(server, client):
-    opened = _open(client, server, index=3, max_turns=1)
+@pytest.fixture(scope="module")
+def replay_server():
+    """The expert's own actions answer every call (the ``replay`` policy): deterministic episodes."""
+    rollouts = HarnessRollouts(EnginePolicy(build_agent("replay")), EpisodeEnvs(allowed={ENV_ID, TOOL_USE_ID}),
+                               idle_timeout_s=600, max_turns=6)
+    with HarnessServer(HarnessEndpoint(rollouts)) as srv:
+        yield srv
+
+
+def test_the_turn_limit_ends_the_harness_loop_cleanly_and_is_recorded(replay_server, client, tmp_path):
+    opened = _open(client, replay_server, index=3, max_turns=1)
     chat = opened["base_url"] + "/chat/completions"
-    assert client.post(chat, json={"messages": opened["messages"], "tools": opened["tools"]}).status_code == 200
-    refused = client.post(chat, json={"messages": opened["messages"], "tools": opened["tools"]})
-    assert refused.status_code == 403 and "turn limit" in refused.json()["error"]["message"]
+    first = client.post(chat, json={"messages": opened["messages"], "tools": opened["tools"]}).json()
+    assert first["choices"][0]["finish_reason"] == "tool_calls"  # the expert's first turn calls a tool
+    closing = client.post(chat, json={"messages": opened["messages"], "tools": opened["tools"]})
+    assert closing.status_code == 200  # an answer that ends a harness's loop, never an error text to repeat
+    body = closing.json()
+    assert body["choices"][0]["finish_reason"] == "stop" and "tool_calls" not in body["choices"][0]["message"]
+    assert body["pivot_envs"] == {"cut": "turn_limit", "captured": False}
     result = client.post(_finish_url(opened)).json()
-    assert result["truncated"] is True and result["success"] is False and len(result["calls"]) == 1
+    assert result["truncated"] is True and result["cut"] == "turn_limit" and result["success"] is False
+    assert len(result["calls"]) == 1 and result["closing_answers"] == 1
+    # the minimal harness (8 turns of its own) against a 1-turn limit: it stops cleanly at the closing answer, which
+    # is not the agent's answer in the episode the world judged
+    opened = _open(client, replay_server, index=3, max_turns=1)
+    done = _run_minimal(opened, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = client.post(_finish_url(opened)).json()
+    assert result["truncated"] is True and result["cut"] == "turn_limit" and len(result["calls"]) == 1
+    assert not any("turn limit" in str(m.get("content")) for m in result["messages"])
+
+
+def test_an_index_past_the_tasks_is_refused_not_wrapped(replay_server, client):
+    url = replay_server.url + "/harness/rollouts"
+    n = len(EpisodeEnv(tasks="bundled:terminal:test", domain="terminal").tasks)
+    for index in (n, 100000, -1):
+        answer = client.post(url, json={"env": ENV_ID, "split": "test", "index": index})
+        assert answer.status_code == 400, (index, answer.text)
+        assert answer.json()["detail"]["field"] == "index" and f"[0, {n - 1}]" in answer.json()["detail"]["message"]
+    assert _open(client, replay_server, index=n - 1)["task_id"]
+
+
+def test_tool_choice_none_is_honoured_and_other_choices_are_named(replay_server, client):
+    opened = _open(client, replay_server, index=0)
+    chat = opened["base_url"] + "/chat/completions"
+    body = {"messages": opened["messages"], "tools": opened["tools"]}
+    none = client.post(chat, json={**body, "tool_choice": "none"}).json()["choices"][0]
+    assert none["finish_reason"] == "stop" and "tool_calls" not in none["message"]
+    assert "<tool_call>" in none["message"]["content"]  # the model's text, never read as a call
+    for accepted in ("auto", "required", {"type": "function", "function": {"name": "bash"}}):
+        answer = client.post(chat, json={**body, "tool_choice": accepted})
+        assert answer.status_code == 200 and answer.json()["choices"][0]["message"]["tool_calls"], accepted
+    bad = client.post(chat, json={**body, "tool_choice": "always"})
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "tool_choice"
+    result = client.post(_finish_url(opened)).json()
+    assert result["calls"][0]["tools"] == [] and result["calls"][0]["request"]["tool_choice"] == "none"
+    assert result["calls"][1]["tools"] == opened["tools"]
+
+
+def test_stop_cuts_the_text_and_the_trained_tokens(terminal_base, client):
+    """Greedy, the same prompt gives the same completion; with a stop sequence from inside it, the answer ends
+    before it, and the captured tokens and log-probs are the uncut ones' prefix up to the token holding it."""
+    agent = build_agent({"kind": "hf", "model": str(terminal_base), "max_new_tokens": 24, "temperature": 0})
+    rollouts = HarnessRollouts(EnginePolicy(agent), EpisodeEnvs(allowed={ENV_ID}), idle_timeout_s=600, max_turns=6)
+    with HarnessServer(HarnessEndpoint(rollouts)) as srv:
+        def ask(**extra):
+            opened = _open(client, srv, index=5)
+            body = {"messages": opened["messages"], "tools": opened["tools"], **extra}
+            answer = client.post(opened["base_url"] + "/chat/completions", json=body)
+            assert answer.status_code == 200, answer.text
+            return answer.json()["choices"][0], client.post(_finish_url(opened)).json()["calls"][0]
+
+        _, whole = ask()
+        text = whole["text"]
+        assert len(text) > 8, text
+        stop = text[len(text) // 2:len(text) // 2 + 3]
+        choice, cut = ask(stop=["never in it \u2603", stop])
+    assert cut["text"] == text[:text.index(stop)] and choice["finish_reason"] in ("stop", "tool_calls")
+    n = len(cut["completion_token_ids"])
+    assert 0 < n < len(whole["completion_token_ids"])
+    assert cut["completion_token_ids"] == whole["completion_token_ids"][:n] and cut["logprobs"] == whole["logprobs"][:n]
+    decoded = [agent.tokenizer.decode(cut["completion_token_ids"][:k], skip_special_tokens=True) for k in (n - 1, n)]
+    assert len(decoded[0]) <= len(cut["text"]) < len(decoded[1])  # kept up to the token that starts the stop
+    assert decoded[1].startswith(cut["text"])
 
 
 def test_an_idle_rollout_is_abandoned_and_its_world_freed_others_unaffected(agent, tmp_path):

@@ -2,7 +2,7 @@
 
 The ``mini`` command itself runs each rollout, with ``examples/mini_swe_agent.yaml``: its own agent loop and its
 litellm model class on the rollout's ``base_url``; its extension point, the environment class, is
-:class:`pivot_envs.serve.harness_shell.WorldShell`, which runs every shell command as the ``bash`` tool of the
+:class:`pivot_envs.harness.shell.WorldShell`, which runs every shell command as the ``bash`` tool of the
 rollout's world over MCP, so the terminal world (its sandbox, its work tree) is the state the task is scored in.
 
 * with the ``replay`` policy (the tasks' expert commands) mini-swe-agent's runs solve the tasks, and the verdict

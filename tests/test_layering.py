@@ -84,3 +84,14 @@ def test_python_started_in_the_repository_root_imports_every_sub_package_after_a
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == str(ROOT / "pivot_envs" / "__init__.py")  # the in-tree package, as Python finds it
+
+
+def test_the_harness_package_sits_below_the_trainers_and_the_service(tmp_path):
+    """``pivot_envs.harness`` is imported by the trainers and the service; it may import neither."""
+    broken = installed_layout(tmp_path / "broken")
+    (broken / "pivot_envs" / "harness" / "leak.py").write_text(
+        "from pivot_envs.trainers import episode_rollouts\nfrom pivot_envs.serve import app\n")
+    result = lint(broken)
+    assert result.returncode != 0 and "harness endpoint sits below" in result.stdout, result.stdout
+    assert "pivot_envs.harness.leak -> pivot_envs.trainers.episode_rollouts" in result.stdout, result.stdout
+    assert "pivot_envs.harness.leak -> pivot_envs.serve.app" in result.stdout, result.stdout

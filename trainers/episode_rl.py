@@ -35,14 +35,14 @@ Every metrics row counts ``rollout_turns`` (model calls: sampled turns), ``tool_
 
 **From an external harness** (``harness``: a command template, or ``train_episode_rl(config, harness=fn)``):
 the groups are not played by the trainer's own loop but by the harness, G times per task at once, each run
-against its own rollout endpoint (:mod:`pivot_envs.trainers.harness_source`: an OpenAI-compatible
+against its own rollout endpoint (:mod:`pivot_envs.harness.source`: an OpenAI-compatible
 ``base_url`` answered by the trainer's sampler, the task's world over MCP). The rows are the captured calls:
 each call's prompt token ids and sampled tokens, with the captured log-probs as the behaviour log-probs
 (the engine mismatch is measured and the truncated importance correction applied, as with
 ``rollout_engine: vllm``); the weights are synced before every step as usual. Metrics rows gain
-``harness``, ``retokenized_calls``, ``capture_overhead_ms``, ``harness_failures``, ``harness_abandoned``,
-``uncaptured_tool_calls`` and ``unexecuted_tool_calls``. ARPO does not apply (a harness's state cannot be
-branched).
+the harness columns (:func:`~.harness_steps.harness_fields`). A failing harness stops the run
+(:mod:`.harness_steps`: a warning with its stderr per failed step, an error past ``max_harness_failure_rate``,
+and an error when no step trained). ARPO does not apply (a harness's state cannot be branched).
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ from pivot_envs.episode_env import EpisodeEnv, resolve_tasks
 from pivot_envs.trainers.advantage import group_advantages, zero_variance
 from pivot_envs.trainers.config import PolicyConfig
 from pivot_envs.trainers.episode_rollouts import ArpoRule, Rollout, RolloutPlan, RolloutStats, play_groups
+from pivot_envs.trainers.harness_steps import (HarnessFailure, StepVerdict, check_failures, failure_text, harness_fields,
+                                               nothing_trained, to_rollouts)
 from pivot_envs.trainers.policy_update import Row
 from pivot_envs.trainers.rollout_engine import build_rollout_engine
 from pivot_envs.trainers.run_loop import TrainResult, engine_fields, open_trainer, read_checkpoint, restore_rng, run_steps
@@ -150,6 +152,11 @@ class EpisodeRLConfig(PolicyConfig):
     harness_env: dict[str, str] = field(default_factory=dict)
     """Extra environment variables of the harness processes."""
 
+    max_harness_failure_rate: float = 0.5
+    """The share of a step's harness runs that may fail (a non-zero exit, killed, could not start) before the run
+    stops with an error naming the harness's stderr. A failed step always warns with it; ``1.0`` never stops early
+    (a run in which no step trained still ends with an error)."""
+
     def __post_init__(self) -> None:
         old = self.pivots_per_step
         if old is not None:  # the deprecated spelling: moved to tasks_per_step
@@ -187,6 +194,10 @@ class EpisodeRLConfig(PolicyConfig):
         if not isinstance(self.harness_timeout_s, (int, float)) or self.harness_timeout_s <= 0:
             raise ConfigError(f"EpisodeRLConfig.harness_timeout_s = {self.harness_timeout_s!r} is invalid: it must be "
                               "a number of seconds > 0")
+        rate = self.max_harness_failure_rate
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
+            raise ConfigError(f"EpisodeRLConfig.max_harness_failure_rate = {rate!r} is invalid: it must be a share "
+                              "in [0, 1] (0: any failed run stops the run; 1: none does)")
         if self.harness_concurrency is not None and (not isinstance(self.harness_concurrency, int)
                                                      or self.harness_concurrency < 1):
             raise ConfigError(f"EpisodeRLConfig.harness_concurrency = {self.harness_concurrency!r} is invalid: it must "
@@ -266,6 +277,7 @@ class EpisodeRLTrainer:
         if cfg.sampling_batch_size is None and self.rollout.name == "hf":  # one generate call per round
             self.agent.settings.batch_size = cfg.tasks_per_step * cfg.group_size
         self.harness = self._harness_source(harness) if (harness is not None or cfg.harness is not None) else None
+        self.harness_steps: list[StepVerdict] = []
 
     # the policy's parts, as attributes of the trainer (they live in ``policy_update``)
     policy = property(lambda self: self.policy_update.policy, doc="The policy.")
@@ -277,19 +289,18 @@ class EpisodeRLTrainer:
         """The external harness's rollout source, on its own endpoint answered by this trainer's sampler."""
         cfg = self.config
         try:
-            from pivot_envs.trainers import harness_source  # FastAPI, uvicorn and mcp: only with a harness
+            from pivot_envs.harness import command, source  # FastAPI, uvicorn and mcp: only with a harness
         except ImportError as exc:
             raise ConfigError(f"EpisodeRLConfig.harness needs the harness endpoint's packages ({exc}): "
                               "pip install 'pivot-envs[serve,mcp]'") from None
         if cfg.rollout == "arpo":
             raise ConfigError("EpisodeRLConfig.rollout = 'arpo' does not apply with a harness (its state cannot be "
                               "branched); use rollout: group")
-        spec = harness_source.HarnessSpec.build(harness if harness is not None else cfg.harness,
-                                                timeout_s=cfg.harness_timeout_s, env=cfg.harness_env)
+        spec = command.HarnessSpec.build(harness if harness is not None else cfg.harness,
+                                         timeout_s=cfg.harness_timeout_s, env=cfg.harness_env)
         if self.rollout.name == "hf":  # the behaviour log-probs of every captured call
             self.agent.settings.logprobs = "sampling"
-        self._to_rollouts = harness_source.to_rollouts
-        return harness_source.local_harness_source(
+        return source.local_harness_source(
             self.agent, self.make_env, spec, version=lambda: self.rollout.policy_version, max_turns=cfg.max_turns,
             score_turns=cfg.turn_credit > 0, concurrency=cfg.harness_concurrency, seed=cfg.seed)
 
@@ -335,12 +346,23 @@ class EpisodeRLTrainer:
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> TrainResult:
-        """Run the remaining steps (see :func:`~.run_loop.run_steps`); a harness's endpoint stops at the end."""
+        """Run the remaining steps (see :func:`~.run_loop.run_steps`); a harness's endpoint stops at the end, and a
+        harness run in which no step trained raises :class:`~.harness_steps.HarnessFailure` saying why."""
         try:
-            return run_steps(self)
+            result = run_steps(self)
         finally:
             if self.harness is not None:
                 self.harness.close()
+        why = nothing_trained(self.harness_steps, self.harness.harness.name) if self.harness is not None else None
+        if why is not None:
+            raise HarnessFailure(why)
+        return result
+
+    def check_step(self, row: dict[str, Any]) -> None:
+        """After a step is logged: stop a harness run whose step failed too often (:func:`~.harness_steps.check_failures`)."""
+        stats = getattr(self, "_last_harness_stats", None)
+        if self.harness is not None and stats is not None:
+            check_failures(stats, self.config.max_harness_failure_rate, int(row["step"]), self.harness.harness.name)
 
     def train_step(self, step: int) -> dict[str, Any]:
         cfg = self.config
@@ -350,10 +372,10 @@ class EpisodeRLTrainer:
         st = EpisodeStepStats()
         sync_s = self.rollout.sync(self.policy_update.module, self.updates)
         version = self.rollout.policy_version
-        harness_fields: dict[str, Any] = {}
+        harness_columns: dict[str, Any] = {}
         with self.policy_update.autocast():
             if self.harness is not None:
-                groups, stats, harness_fields = self._play_harness(tasks)
+                groups, stats, harness_columns = self._play_harness(tasks, step)
             else:
                 groups, stats = play_groups(self.make_env, self.agent, tasks, self.plan,
                                             seed=sampling_seed(cfg.seed, step, 0, 0),
@@ -408,26 +430,38 @@ class EpisodeRLTrainer:
             sample_s=t_sample, score_s=0.0, update_s=t_update, step_s=step_s,
             tokens_per_s=total.completion_tokens / step_s if step_s > 0 else None,
             **engine_fields(self.rollout, total, version, sync_s, t_sample, step_s),
-            **harness_fields,
+            **harness_columns,
         )
+        if self.harness is not None:
+            self._remember(row, int(total.errors))
         return row
 
-    def _play_harness(self, tasks: Sequence[Any]) -> tuple[list[list[Rollout]], RolloutStats, dict[str, Any]]:
-        """The step's groups played by the external harness, and the metrics row's harness columns."""
+    def _remember(self, row: dict[str, Any], errors: int) -> None:
+        """The step's verdict, for the end-of-run check."""
+        stats = self._last_harness_stats
+        self.harness_steps.append(StepVerdict(
+            step=int(row["step"]), updated=bool(row["updated"]), runs=stats.runs,
+            harness_failures=stats.harness_failures, errors=errors, skipped_groups=int(row["skipped_groups"]),
+            reward_mean=row.get("reward_mean"), first_failure=failure_text(stats.failures[0]) if stats.failures else None))
+
+    def _play_harness(self, tasks: Sequence[Any], step: int) -> tuple[list[list[Rollout]], RolloutStats,
+                                                                       dict[str, Any]]:
+        """The step's groups played by the external harness, and the metrics row's harness columns; a step in which
+        the harness failed warns with the end of its stderr."""
         outcomes, h = self.harness.play([{"task_id": t.id} for t in tasks], self.config.group_size)
-        groups = self._to_rollouts(outcomes)
+        self._last_harness_stats = h
+        groups = to_rollouts(outcomes)
         stats = RolloutStats(rollout_turns=h.calls, tool_calls=sum(r.tool_calls for g in groups for r in g),
                              rollouts=h.runs)
+        name = self.harness.harness.name
+        if h.failures:
+            log.warning("step %d: the harness %r failed in %d of %d runs; first, %s", step, name, h.harness_failures,
+                        h.runs, failure_text(h.failures[0]))
         for group, outs in zip(groups, outcomes):
             for r, o in zip(group, outs):
-                if r.error:
-                    log.warning("harness run on task %s: %s%s", o.task_id, r.error,
-                                f"; stderr: {o.stderr_tail[-300:]}" if o.stderr_tail else "")
-        fields = {"harness": self.harness.harness.name, "retokenized_calls": h.retokenized_calls,
-                  "capture_overhead_ms": h.capture_overhead_ms, "harness_failures": h.harness_failures,
-                  "harness_abandoned": h.abandoned, "uncaptured_tool_calls": h.uncaptured_tool_calls,
-                  "unexecuted_tool_calls": h.unexecuted_tool_calls}
-        return groups, stats, fields
+                if r.error and not o.harness_failed:
+                    log.warning("harness run on task %s: %s", o.task_id, r.error)
+        return groups, stats, harness_fields(name, h)
 
     def _count(self, groups: list[list[Rollout]], stats: RolloutStats, st: EpisodeStepStats) -> None:
         """Reward and cost counters of the step's rollouts (``reward_*`` are task-success figures)."""

@@ -29,15 +29,20 @@ Keys of a row (every value summed or averaged over all processes)::
                                       backward passes of the update (all iterations), and their rate over update_s
                                       (which also holds the pi_old / reference forwards: a lower bound)
 
-Rows of the episode trainer with an external harness (``harness:``, :mod:`pivot_envs.trainers.harness_source`)
-add::
+Rows of the episode trainer with an external harness (``harness:``, :mod:`pivot_envs.harness.source`,
+:func:`pivot_envs.trainers.harness_steps.harness_fields`) add::
 
     harness                           the harness command (or callable) that played the step's episodes
     retokenized_calls                 captured calls whose prompt did not extend the previous prompt + completion
     capture_overhead_ms               the endpoint's own time per call (latency - sampling - queue wait)
-    harness_failures, harness_abandoned   runs that exited non-zero (scored); runs killed or timed out (errors)
+    harness_runs, harness_failures    runs; runs whose harness failed (a non-zero exit, killed, could not start)
+    harness_failure_rate              harness_failures / harness_runs (past max_harness_failure_rate the run stops)
+    harness_abandoned                 runs killed or timed out (errors: no reward)
+    harness_error, harness_stderr_tail    the step's first failed run: its error and the end of its stderr
     uncaptured_tool_calls             tool calls the harness made that no model call asked for
     unexecuted_tool_calls             tool calls the model asked for that the harness never ran
+    user_messages                     messages sent to the task's user through the user tool
+    cut_at_turn_limit                 runs the endpoint ended at their turn limit
 """
 
 from __future__ import annotations

@@ -152,7 +152,9 @@ class Steppable(Protocol):
 
 def run_steps(trainer: Steppable, before: Callable[[], None] | None = None) -> TrainResult:
     """Run ``trainer.train_step`` until ``config.steps``: a metrics row per step, checkpoints every
-    ``save_every`` steps and at the last, then ``final/`` and the plot. ``before()`` runs first on a fresh run."""
+    ``save_every`` steps and at the last, then ``final/`` and the plot. ``before()`` runs first on a fresh run.
+    A trainer with a ``check_step(row)`` method has it called after each step's row is logged: it stops the run
+    by raising."""
     cfg, run, start = trainer.config, trainer.run, time.perf_counter()
     dist = run.dist
     fresh = run.resume_dir is None
@@ -180,6 +182,9 @@ def run_steps(trainer: Steppable, before: Callable[[], None] | None = None) -> T
                         log.info(format_row(row))
                     if trainer.on_step is not None:
                         trainer.on_step(row)
+                check = getattr(trainer, "check_step", None)
+                if check is not None:  # after the row is logged: a trainer may stop the run (it raises)
+                    check(row)
             final_dir = trainer.policy_update.save_final(run.output_dir, cfg.to_dict())
     finally:
         logger.close()

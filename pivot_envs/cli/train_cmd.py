@@ -34,6 +34,7 @@ from pivot_envs.cli.common import console, err_console, fail, progress, user_err
 from pivot_envs.config import ConfigError, apply_overrides, build_config, read_config_file
 from pivot_envs.sources import resolve_pivots
 from pivot_envs.trainers.eval_report import EvalReport
+from pivot_envs.trainers.harness_steps import HarnessFailure
 from pivot_envs.trainers.metrics import StepReport
 from pivot_envs.users import parse_user_spec
 
@@ -88,9 +89,12 @@ def train_command(
 
 @contextlib.contextmanager
 def _load_errors() -> Iterator[None]:
-    """A model folder that does not load (``OSError`` from transformers) is a one-line error too."""
+    """A model folder that does not load (``OSError`` from transformers) is a one-line error too; a harness that
+    failed the run (:class:`~pivot_envs.trainers.harness_steps.HarnessFailure`) is an error with its reason."""
     try:
         yield
+    except HarnessFailure as exc:
+        fail(str(exc), code=1)
     except OSError as exc:
         fail(str(exc).splitlines()[0])
 

@@ -8,8 +8,9 @@
         ...
 
 ``tools/list`` gives the rollout's tools (the task's OpenAI function specs as MCP tools: ``name``,
-``description``, ``parameters`` as ``inputSchema``); ``tools/call`` runs one call in the rollout's world
-(:meth:`~pivot_envs.trainers.harness_rollouts.HarnessRollouts.call_tool`, in a worker thread: worlds block)
+``description``, ``parameters`` as ``inputSchema``; for a task with a user, the user tool too:
+:mod:`pivot_envs.harness.user`); ``tools/call`` runs one call in the rollout's world (or sends it to its user)
+(:meth:`~pivot_envs.harness.rollouts.HarnessRollouts.call_tool`, in a worker thread: worlds block)
 and answers its text, with ``isError`` when the tool reported an error. The rollout is the one in the URL
 path, so each rollout's ``mcp_url`` reaches its own world and nothing else. The SDK runs stateless with
 JSON answers: every request stands alone (no MCP session to lose), which suits short-lived rollouts and
@@ -28,7 +29,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.routing import Route
 
-from pivot_envs.trainers.harness_rollouts import HarnessError, HarnessRollouts
+from pivot_envs.harness.rollouts import HarnessRollouts
+from pivot_envs.harness.state import HarnessError
 
 __all__ = ["WorldOverMCP", "mcp_tools"]
 

@@ -7,7 +7,7 @@ very work tree the terminal task is scored in, inside the world's sandbox; mini-
 changed::
 
     mini -c mini.yaml -c examples/mini_swe_agent.yaml -m openai/policy -t "$TASK" -y --exit-immediately \\
-         --environment-class pivot_envs.serve.harness_shell.WorldShell -c environment.mcp_url=$MCP_URL \\
+         --environment-class pivot_envs.harness.shell.WorldShell -c environment.mcp_url=$MCP_URL \\
          -c model.model_kwargs.api_base=$BASE_URL
 
 The answer has mini-swe-agent's shape (``output``, ``returncode``, ``exception_info``): the world's text,

@@ -8,7 +8,7 @@
     write_rollouts(results, "out.jsonl")              # JSONL rows: extract -> profile -> filter -> PivotRL
     write_rollouts(results, "out.atif.json", "atif")  # one ATIF file
 
-``result`` is what :meth:`~pivot_envs.trainers.harness_rollouts.HarnessRollouts.finish` returns. The
+``result`` is what :meth:`~pivot_envs.harness.rollouts.HarnessRollouts.finish` returns. The
 trajectory is the episode the world saw (the opening, then every model call's turn with the tool calls the
 harness executed and their results); ``reward`` is task success, so
 :func:`pivot_envs.pipeline.extract.extract_pivots` keeps the successful ones as expert trajectories. What
@@ -37,7 +37,7 @@ def trajectory_row(result: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"rollout {result.get('rollout_id')} is {result.get('status')!r}: only a finished rollout "
                          "has an episode to export")
     return {
-        "id": f"harness/{result['rollout_id']}",
+        "id": result["task_id"],
         "task_id": result["task_id"],
         "pivot_id": result.get("pivot_id"),
         "domain": result.get("domain") or "",
@@ -54,6 +54,8 @@ def trajectory_row(result: dict[str, Any]) -> dict[str, Any]:
         "harness": {"rollout_id": result["rollout_id"], "retokenized_calls": result["retokenized_calls"],
                     "uncaptured_tool_calls": result["uncaptured_tool_calls"],
                     "unexecuted_tool_calls": result["unexecuted_tool_calls"],
+                    "user_messages": result.get("user_messages", 0), "cut": result.get("cut"),
+                    "process": result.get("harness"),
                     "policy_versions": result["policy_versions"], "capture": result["capture"]},
         "messages": result["messages"],
         "tools": result["tools"],
@@ -61,7 +63,7 @@ def trajectory_row(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_trajectory(result: dict[str, Any]) -> Trajectory:
-    """The finished rollout as a :class:`~pivot_envs.types.Trajectory` (``meta["id"]`` = ``harness/<rollout id>``)."""
+    """The finished rollout as a :class:`~pivot_envs.types.Trajectory` (its id: the task's)."""
     row = trajectory_row(result)
     meta = {k: v for k, v in row.items() if k not in ("messages", "tools", "reward")}
     meta["source"] = "pivot-envs/harness"

@@ -5,6 +5,7 @@
     policy = EnginePolicy(build_agent("hf:out/tiny"))                     # in-process: hf or vllm agent
     policy = EnginePolicy(trainer_agent, version=lambda: engine.policy_version)   # the trainer's own sampler
     policy = UpstreamPolicy("Qwen/Qwen3-8B", "http://10.0.0.1:8000/v1")   # an OpenAI-compatible server
+    policy = build_policy("hf:out/tiny")          # from an agent spec (openai:MODEL@URL forwards)
     answer = policy.complete(PolicyRequest(messages, tools, pivot_id="r1@0"))
     answer.text, answer.prompt_token_ids, answer.token_ids, answer.logprobs, answer.policy_version
 
@@ -14,7 +15,8 @@ does when it samples (:func:`pivot_envs.agents.prompting.encode_prompt`, the age
 ``hf`` sampler, or its ``vllm`` engine, whose weights the trainer syncs after every update). Requests
 that arrive together are sampled together: one worker thread takes every request waiting and makes ONE
 ``agent.sample`` call for all of them (so 32 harnesses in flight cost batched ``generate`` calls, and the
-torch model is only ever driven from one thread).
+torch model is only ever driven from one thread). A request's ``stop`` sequences cut each answer after
+sampling (:mod:`pivot_envs.harness.stops`: text, tokens and log-probs alike).
 
 :class:`UpstreamPolicy` forwards the request as the harness sent it (model name replaced) and asks for
 log-probs and token ids (``return_token_ids``: vLLM's extension); a server that returns no token ids
@@ -34,9 +36,11 @@ from typing import Any, Callable, Sequence
 import openai
 
 from pivot_envs.agents.prompting import encode_prompt
+from pivot_envs.agents.spec import build_agent, parse_agent_spec
+from pivot_envs.harness.stops import cut_at_stop
 from pivot_envs.types import Message, Pivot
 
-__all__ = ["EnginePolicy", "HarnessPolicy", "PolicyAnswer", "PolicyRequest", "UpstreamPolicy"]
+__all__ = ["EnginePolicy", "HarnessPolicy", "PolicyAnswer", "PolicyRequest", "UpstreamPolicy", "build_policy"]
 
 
 @dataclass
@@ -45,7 +49,8 @@ class PolicyRequest:
 
     ``pivot_id`` names the call (``<rollout id>@<call index>``: an agent seeds by it); ``expert`` is the
     task's recorded action at this turn (only the ``replay`` / ``noisy_expert`` baselines read it: a
-    policy never sees it); ``domain`` and ``meta`` complete the :class:`~pivot_envs.types.Pivot`.
+    policy never sees it); ``domain`` and ``meta`` complete the :class:`~pivot_envs.types.Pivot`; ``stop``: the
+    request's stop sequences; ``body``: the request's other fields (a forwarding policy sends them on).
     """
 
     messages: list[Message]
@@ -55,6 +60,7 @@ class PolicyRequest:
     domain: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
     body: dict[str, Any] = field(default_factory=dict)
+    stop: list[str] = field(default_factory=list)
 
     def pivot(self) -> Pivot:
         return Pivot(id=self.pivot_id, domain=self.domain, context=list(self.messages), expert=self.expert,
@@ -165,13 +171,14 @@ class EnginePolicy(HarnessPolicy):
             for _, future, _ in batch:
                 future.set_exception(exc)
             return
-        for (_, future, enqueued), prompt, group in zip(batch, prompts, groups):
+        for (request, future, enqueued), prompt, group in zip(batch, prompts, groups):
             completion = group[0]
-            future.set_result(PolicyAnswer(text=completion.text, prompt_token_ids=prompt,
-                                           token_ids=None if completion.token_ids is None else list(completion.token_ids),
-                                           logprobs=None if completion.logprobs is None else list(completion.logprobs),
-                                           policy_version=version, sample_s=sample_s,
-                                           stopped=self._stopped(completion.token_ids), queued_s=picked - enqueued))
+            answer = PolicyAnswer(text=completion.text, prompt_token_ids=prompt,
+                                  token_ids=None if completion.token_ids is None else list(completion.token_ids),
+                                  logprobs=None if completion.logprobs is None else list(completion.logprobs),
+                                  policy_version=version, sample_s=sample_s,
+                                  stopped=self._stopped(completion.token_ids), queued_s=picked - enqueued)
+            future.set_result(cut_at_stop(answer, request.stop, self._decode()))
 
     def _prompt_ids(self, pivot: Pivot) -> list[int] | None:
         tokenizer = getattr(self.agent, "tokenizer", None)
@@ -179,6 +186,12 @@ class EnginePolicy(HarnessPolicy):
         if tokenizer is None or config is None:
             return None
         return encode_prompt(tokenizer, pivot, config)
+
+    def _decode(self) -> Callable[[list[int]], str] | None:
+        tokenizer = getattr(self.agent, "tokenizer", None)
+        if tokenizer is None:
+            return None
+        return lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
 
     def _stopped(self, token_ids: Sequence[int] | None) -> bool:
         eos = getattr(self.agent, "eos_ids", None)
@@ -207,6 +220,8 @@ class UpstreamPolicy(HarnessPolicy):
 
     def complete(self, request: PolicyRequest) -> PolicyAnswer:
         body = {k: v for k, v in request.body.items() if k not in ("model", "messages", "tools", "stream")}
+        if not request.tools:  # tool_choice "none": sent without tools (servers refuse a tool_choice without tools)
+            body.pop("tool_choice", None)
         extra = dict(body.pop("extra_body", None) or {})
         extra.setdefault("return_token_ids", True)
         kwargs: dict[str, Any] = dict(model=self.model, messages=request.messages, logprobs=True, extra_body=extra,
@@ -239,3 +254,15 @@ class UpstreamPolicy(HarnessPolicy):
 
     def close(self) -> None:
         self.client.close()
+
+
+def build_policy(spec: str | dict[str, Any]) -> HarnessPolicy:
+    """The endpoint's policy from an agent spec: ``openai:MODEL@URL`` forwards to that server (its first URL);
+    any other agent (``hf:DIR``, ``vllm:MODEL``, ``replay``...) answers in-process."""
+    config = parse_agent_spec(spec) if isinstance(spec, str) else dict(spec)
+    if config.get("kind") == "openai":
+        urls = config.get("base_urls") or []
+        if not urls:
+            raise ValueError(f"--policy {spec!r}: name the server: openai:MODEL@http://HOST:PORT/v1")
+        return UpstreamPolicy(config["model"], urls[0])
+    return EnginePolicy(build_agent(config))

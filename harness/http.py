@@ -10,7 +10,8 @@
 Routes (the contract outside checks use: fields may be added, none renamed)::
 
     POST   /harness/rollouts          {"env": ENV_ID, "split"?, "task_id" | "index" | "pivot_id"?, "seed"?, "kwargs"?, "max_turns"?}
-                                      -> {"rollout_id", "task_id", "base_url", "mcp_url", "messages", "tools", ...}
+                                      -> {"rollout_id", "task_id", "base_url", "mcp_url", "model", "messages", "tools",
+                                          "system", "task", "user", ...}
     POST   /harness/rollouts/{id}/v1/chat/completions   an OpenAI chat.completions request -> chat.completion
     GET    /harness/rollouts/{id}/v1/models             the one model ("policy")
     *      /harness/rollouts/{id}/mcp                   the rollout's world over MCP (streamable HTTP)
@@ -21,9 +22,12 @@ Routes (the contract outside checks use: fields may be added, none renamed)::
     GET    /harness/rollouts/{id}     its state; GET /harness/rollouts: every rollout and the world counts
     GET    /harness/rollouts/{id}/trajectory?format=row|atif   a finished rollout as a trajectory row or ATIF
 
-Errors: ``{"detail": {"field", "message"}}`` with 404 (unknown rollout), 409 (it is not open), 422 (a bad
-field), 403 (its turn limit), 429 (too many open), 502 (its world failed); the chat route adds OpenAI's
-``{"error": {"message", "type", "param", "code"}}`` so OpenAI clients show the message.
+Errors: ``{"detail": {"field", "message"}}`` with 400 (an unknown env, task or pivot; an ``index`` out of
+range), 404 (unknown rollout), 409 (it is not open), 422 (a bad field), 429 (too many open), 502 (its world or
+its user simulator failed); the chat route adds OpenAI's ``{"error": {"message", "type", "param", "code"}}`` so
+OpenAI clients show the message. Past its turn limit, or after its user ended the conversation, a rollout's chat
+route answers a closing text (200, ``finish_reason: "stop"``, ``"pivot_envs": {"cut": ...}``) that ends the
+harness's loop (:mod:`pivot_envs.harness.rollouts`).
 """
 
 from __future__ import annotations
@@ -40,18 +44,16 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from pivot_envs.trainers.harness_export import EXPORT_FORMATS, to_atif, trajectory_row
-from pivot_envs.trainers.harness_mcp import WorldOverMCP
-from pivot_envs.trainers.harness_rollouts import HarnessError, HarnessRollouts
+from pivot_envs.harness.export import EXPORT_FORMATS, to_atif, trajectory_row
+from pivot_envs.harness.mcp import WorldOverMCP
+from pivot_envs.harness.rollouts import MODEL_NAME, HarnessRollouts
+from pivot_envs.harness.state import PREFIX, HarnessError
 
 __all__ = ["HarnessEndpoint", "HarnessServer", "PREFIX"]
 
-PREFIX = "/harness/rollouts"
-MODEL_NAME = "policy"
-
 
 class HarnessEndpoint:
-    """The routes and the MCP face of a :class:`~pivot_envs.trainers.harness_rollouts.HarnessRollouts`."""
+    """The routes and the MCP face of a :class:`~pivot_envs.harness.rollouts.HarnessRollouts`."""
 
     def __init__(self, rollouts: HarnessRollouts):
         self.rollouts = rollouts
@@ -81,8 +83,8 @@ class HarnessEndpoint:
         opened = self.rollouts.open(spec)
         rid = opened["rollout_id"]
         return {"rollout_id": rid, "task_id": opened["task_id"], "base_url": f"{root}{PREFIX}/{rid}/v1",
-                "mcp_url": f"{root}{PREFIX}/{rid}/mcp", **{k: v for k, v in opened.items() if k not in ("rollout_id",
-                                                                                                      "task_id")}}
+                "mcp_url": f"{root}{PREFIX}/{rid}/mcp",
+                **{k: v for k, v in opened.items() if k not in ("rollout_id", "task_id")}}
 
     # ------------------------------------------------------------------ routes
     def _router(self) -> APIRouter:
