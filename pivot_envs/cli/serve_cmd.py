@@ -4,8 +4,10 @@ NeMo Gym's resources-server protocol (``/seed_session``, ``/verify``, ``/verify_
 over HTTP (``/reset``, ``/step``, ``/step_many``, ``DELETE /sessions/{id}``), every env as an OpenEnv
 environment (``/openenv/NAME``: ``/reset``, ``/step``, ``/state``, ``WS /ws``...), ``/health`` and
 ``/metrics`` (Prometheus text; ``?format=json``); with ``--policy AGENT_SPEC`` the harness endpoint
-(``/harness/rollouts``: a per-rollout OpenAI-compatible ``base_url`` and the task's world over MCP). See
-:mod:`pivot_envs.serve.app` and :mod:`pivot_envs.serve.harness`.
+(``/harness/rollouts``: a per-rollout OpenAI-compatible ``base_url`` and the task's world over MCP). With
+``--api-key`` (or ``$PIVOT_ENVS_API_KEY``) every route requires the key; a ``--host`` beyond loopback without one
+is refused (``--insecure-no-key`` overrides). See :mod:`pivot_envs.serve.app`, :mod:`pivot_envs.serve.harness` and
+:mod:`pivot_envs.serve.auth`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pivot_envs.agents.spec import parse_agent_spec
 from pivot_envs.cli.common import WORLD_HELP, err_console, fail
 from pivot_envs.cli.verify_cmd import _spec, _world_exec_spec
 from pivot_envs.domains import domain_names
+from pivot_envs.serve.auth import check_binding
+from pivot_envs.users import parse_user_spec
 
 
 def serve_command(
@@ -42,6 +46,14 @@ def serve_command(
                                                "an idle harness rollout is abandoned (its world freed)."),
     harness_max_turns: int = typer.Option(30, "--harness-max-turns", min=1, help="Model calls a harness rollout may "
                                           "make."),
+    harness_user: str = typer.Option("scripted", "--harness-user", help="The user of harness rollouts, reached "
+                                     "through the send_message_to_user tool of tasks with a user: scripted (the "
+                                     "recorded user turns), none, or openai:MODEL@URL (an LLM user)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="PIVOT_ENVS_API_KEY", show_envvar=True,
+                                          help="Require this key on every route (Authorization: Bearer KEY, as OpenAI "
+                                               "and MCP clients send it). Needed for a --host beyond loopback."),
+    insecure_no_key: bool = typer.Option(False, "--insecure-no-key", help="Serve a --host beyond loopback without a "
+                                         "key (anyone who reaches the port can open rollouts and run commands)."),
 ) -> None:
     """Serve the envs and verifiers over HTTP (NeMo Gym resources server, gymnasium over HTTP, OpenEnv)."""
     try:
@@ -56,6 +68,9 @@ def serve_command(
         spec = _world_exec_spec(world)  # checked by building it; fails with the flag named
     else:
         spec = _spec(verifier, config)  # checked by building it; fails with the flag named
+    problem = check_binding(host, api_key, insecure_no_key)
+    if problem is not None:
+        fail(problem)
     known = domain_names()
     for d in domain or []:
         if d not in known:
@@ -67,9 +82,15 @@ def serve_command(
             parse_agent_spec(policy)
         except ValueError as exc:
             fail(f"--policy {policy}: {exc}")
-    settings = {"domains": list(domain) if domain else None, "verifier": spec, "session_ttl_s": session_ttl}
+        try:
+            parse_user_spec(harness_user)
+        except ValueError as exc:
+            fail(f"--harness-user: {exc}")
+    settings = {"domains": list(domain) if domain else None, "verifier": spec, "session_ttl_s": session_ttl,
+                "api_key": api_key}
     if policy is not None:
-        settings.update(policy=policy, harness_idle_timeout_s=harness_idle_timeout, harness_max_turns=harness_max_turns)
+        settings.update(policy=policy, harness_idle_timeout_s=harness_idle_timeout, harness_max_turns=harness_max_turns,
+                        harness_user=harness_user)
     from pivot_envs.serve.app import CONFIG_ENV, create_app  # the serve extra: imports FastAPI at its top
 
     if workers > 1:
