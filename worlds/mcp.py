@@ -13,7 +13,9 @@ Install with ``pip install "pivot-envs[mcp]"``. ``build_world("mcp:COMMAND ARGS"
 Tools: ``tools/list`` (all pages) as OpenAI function specs: ``name``, ``description`` and the
 ``inputSchema`` as ``parameters``, minus the ``hide_tools`` and the isolation argument.
 A call is ``tools/call``; its result's text blocks joined by newlines (other blocks as a
-``[TYPE content]`` placeholder) are the content and ``isError`` the error flag. With
+``[TYPE content]`` placeholder) are the content and ``isError`` the error flag; text blocks that are each
+JSON are the JSON array of them (a server that returns a list sends one block per item, where the task's
+recorded result, and every pivot cut from it, holds the array: the same value reads the same way). With
 ``result_path`` the content is the value at that key path inside the result's
 ``structuredContent`` (else inside its text parsed as JSON), for servers that wrap the tool's own
 answer in an envelope. A JSON-RPC error reply to a call (unknown tool, bad parameters) is a tool
@@ -485,7 +487,8 @@ def _tool_result(result: Any, result_path: list[str] | None) -> ToolResult:
             texts.append(str(block["resource"]["text"]))
         else:
             texts.append(f"[{kind} content]")
-    content = "\n".join(texts)
+    only_text = all(block.get("type") == "text" for block in data.get("content") or [])
+    content = join_blocks(texts) if only_text else "\n".join(texts)
     if result_path:
         found, value = _at_path(data.get("structuredContent"), result_path)
         if not found:
@@ -493,6 +496,18 @@ def _tool_result(result: Any, result_path: list[str] | None) -> ToolResult:
         if found:
             content = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return ToolResult(content, error=bool(data.get("isError")))
+
+
+def join_blocks(texts: list[str]) -> str:
+    """A result's text blocks as one text: several blocks that are each JSON are the JSON array of them (a server
+    returning a list sends one block per item: the same value a recorded task holds as ``[...]``), else the blocks
+    joined by newlines."""
+    if len(texts) > 1:
+        try:
+            return json.dumps([json.loads(t) for t in texts], ensure_ascii=False)
+        except json.JSONDecodeError:
+            pass
+    return "\n".join(texts)
 
 
 def _at_path(value: Any, path: list[str]) -> tuple[bool, Any]:
