@@ -1,21 +1,27 @@
-"""The harness endpoint's targets (issue 28): capture overhead, re-scoring fidelity, success = replay,
-rollouts in flight, and a harness killed mid-rollout. Prints the table; writes benchmarks/results/harness.json.
+"""The harness endpoint's figures: issue 28's capture table (overhead, fidelity, success = replay, rollouts in
+flight, a harness killed mid-rollout) and issue 37's (expert actions through a harness per domain, exported rows
+replayed, the gain through a third-party harness). Prints the tables; keeps every part's numbers in
+benchmarks/results/harness.json (a part run again replaces its own; the others are printed as they were stored).
 
-The policy is the demo's shipped terminal base (a 1.2M-parameter Llama, float32, CPU) sampling in-process
-(the ``hf`` agent); the harness is ``examples/harness_minimal.py`` (the openai client and the MCP SDK's client),
-one real subprocess per rollout, on the bundled terminal test tasks; the endpoint is a real HTTP server.
+Parts (``--parts``, default all):
 
-1. overhead: the same requests (each task's opening, greedy, so both paths generate the same tokens) one at a
-   time, straight to the backend (``agent.sample``) and through the endpoint (HTTP ``chat/completions``:
-   rendering, sampling, parsing, capture), the two paths alternating which goes first; p50 latency of each;
-2. concurrency: ``--rollouts`` harness runs at once (sampling at temperature 1); the most rollouts open at once,
-   runs that ended in an error;
-3. fidelity: every captured token re-scored by the trainer's forward pass (float32), mean |delta log-prob|;
-   every episode replayed through the episode env (``replay_rollout``): success and digest equal;
-4. killed: a harness killed (SIGKILL) after its first model call while another rollout runs; the endpoint's
-   reaper abandons the killed one (idle ``--idle-timeout`` s), its world is closed, the other finishes.
+* ``capture`` (issue 28). The policy is the demo's shipped terminal base (a 1.2M-parameter Llama, float32, CPU)
+  sampling in-process (the ``hf`` agent); the harness is ``examples/harness_minimal.py``, one real subprocess per
+  rollout, on the bundled terminal test tasks; the endpoint is a real HTTP server.
 
-    python benchmarks/harness.py [--rollouts 32] [--requests 30] [--max-new-tokens 32] [--idle-timeout 3]
+  1. overhead: the same requests (each task's opening, greedy, so both paths generate the same tokens) one at a
+     time, straight to the backend (``agent.sample``) and through the endpoint (HTTP ``chat/completions``:
+     rendering, sampling, parsing, capture), the two paths alternating which goes first; p50 latency of each;
+  2. concurrency: ``--rollouts`` harness runs at once (sampling at temperature 1); the most rollouts open at once,
+     runs that ended in an error;
+  3. fidelity: every captured token re-scored by the trainer's forward pass (float32), mean |delta log-prob|;
+     every episode replayed through the episode env (``replay_rollout``): success and digest equal;
+  4. killed: a harness killed (SIGKILL) after its first model call while another rollout runs; the endpoint's
+     reaper abandons the killed one (idle ``--idle-timeout`` s), its world is closed, the other finishes.
+* ``expert`` (issue 37, items 2 and 3): ``benchmarks/harness_expert.py``.
+* ``gain`` (issue 37, item 7): ``benchmarks/harness_gain.py``.
+
+    python benchmarks/harness.py [--parts capture,expert,gain] [--rollouts 32] [--requests 30] [--max-new-tokens 32]
 """
 
 from __future__ import annotations
@@ -37,12 +43,12 @@ import torch
 
 from pivot_envs.agents.spec import build_agent
 from pivot_envs.episode_env import EpisodeEnv
+from pivot_envs.harness.command import HarnessSpec
+from pivot_envs.harness.envs import EpisodeEnvs
 from pivot_envs.harness.http import HarnessEndpoint, HarnessServer
 from pivot_envs.harness.policy import EnginePolicy
 from pivot_envs.harness.replay import replay_rollout
-from pivot_envs.harness.envs import EpisodeEnvs
 from pivot_envs.harness.rollouts import HarnessRollouts
-from pivot_envs.harness.command import HarnessSpec
 from pivot_envs.harness.source import HarnessSource
 from pivot_envs.trainers.logprobs import completion_logprobs, pack
 from pivot_envs.types import Pivot
@@ -184,26 +190,23 @@ def killed(idle_timeout_s: float, max_new_tokens: int, tmp: Path) -> dict:
                 "other_exit": other_code, "other_status": other_result["status"], "other_error": other_result["error"]}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rollouts", type=int, default=32)
-    parser.add_argument("--requests", type=int, default=30)
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--idle-timeout", type=float, default=3.0)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(parents=True, exist_ok=True)
+RESULTS = ROOT / "benchmarks" / "results"
+PARTS = ("capture", "expert", "gain")
+
+
+def capture_part(args: argparse.Namespace) -> dict:
+    """Issue 28's figures (see the module docstring)."""
     over = overhead(args.max_new_tokens, args.requests)
     conc, results, agent = concurrency(args.rollouts, args.max_new_tokens)
     fid = fidelity(results, agent)
-    kill = killed(args.idle_timeout, args.max_new_tokens, out)
-    report = {"overhead": over, "concurrency": conc, "fidelity": fid, "killed": kill,
-              "machine": {"cpus": os.cpu_count(), "torch_threads": args.threads, "load_1m": os.getloadavg()[0]}}
-    (out / "harness.json").write_text(json.dumps(report, indent=1) + "\n")
-    for leftover in out.glob("w*-*.json"):
+    kill = killed(args.idle_timeout, args.max_new_tokens, RESULTS)
+    for leftover in RESULTS.glob("w*-*.json"):
         leftover.unlink()
+    return {"overhead": over, "concurrency": conc, "fidelity": fid, "killed": kill}
+
+
+def capture_table(report: dict) -> list[str]:
+    over, conc, fid, kill = report["overhead"], report["concurrency"], report["fidelity"], report["killed"]
     rows = [
         ("capture overhead: p50 through the endpoint / straight to the backend", "<= 1.05x",
          f"{over['ratio']:.3f}x ({over['p50_endpoint_ms']:.1f} vs {over['p50_direct_ms']:.1f} ms, "
@@ -222,12 +225,74 @@ def main() -> None:
          f"other: {kill['other_status']} (exit {kill['other_exit']})",
          kill["victim_status"] == "abandoned" and kill["world_freed"] and kill["other_status"] == "finished"),
     ]
-    print(f"| figure | target | measured | met |\n|---|---|---|---|")
-    for figure, target, measured, met in rows:
-        print(f"| {figure} | {target} | {measured} | {'yes' if met else 'NO'} |")
-    print(f"\n{conc['calls']} captured calls, {conc['retokenized_calls']} retokenized; mean capture overhead "
-          f"{conc['capture_overhead_ms']:.1f} ms per call; load average {report['machine']['load_1m']:.1f} on "
-          f"{report['machine']['cpus']} CPUs; {out / 'harness.json'}")
+    lines = ["| figure | target | measured | met |", "|---|---|---|---|"]
+    lines += [f"| {figure} | {target} | {measured} | {'yes' if met else 'NO'} |" for figure, target, measured, met in rows]
+    return lines + [f"\n{conc['calls']} captured calls, {conc['retokenized_calls']} retokenized; mean capture overhead "
+                    f"{conc['capture_overhead_ms']:.1f} ms per call"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS))
+    parser.add_argument("--rollouts", type=int, default=32)
+    parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--idle-timeout", type=float, default=3.0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--work", type=Path, default=ROOT / "runs" / "harness_bench",
+                        help="where the expert and gain parts keep their files (models, rows)")
+    args = parser.parse_args()
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"--parts: unknown {unknown}; known: {', '.join(PARTS)}")
+    torch.set_num_threads(args.threads)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "harness.json"
+    stored = json.loads(path.read_text()) if path.exists() else {}
+    if "overhead" in stored:  # the issue-28 layout: its part at the top level
+        stored = {"capture": {k: stored.pop(k) for k in ("overhead", "concurrency", "fidelity", "killed")}, **stored}
+    for part in parts:
+        start = time.perf_counter()
+        if part == "capture":
+            stored["capture"] = capture_part(args)
+        elif part == "expert":
+            import harness_expert
+
+            stored["expert"] = harness_expert.run(args.work / "expert")
+        else:
+            import harness_gain
+
+            stored["gain"] = harness_gain.run(args.work / "gain")
+        stored.setdefault("seconds", {})[part] = time.perf_counter() - start
+        stored.setdefault("machine", {})[part] = {"cpus": os.cpu_count(), "torch_threads": args.threads,
+                                                  "load_1m": os.getloadavg()[0]}
+        path.write_text(json.dumps(stored, indent=1) + "\n")
+    print_tables(stored, parts)
+    print(f"\n{path}")
+
+
+def print_tables(stored: dict, measured: list[str]) -> None:
+    for part, title, lines in (("capture", "Capture (issue 28)", lambda r: capture_table(r)),
+                               ("expert", "Expert actions through a harness (issue 37)", _expert_lines),
+                               ("gain", "Gain through a third-party harness (issue 37)", _gain_lines)):
+        if part not in stored:
+            continue
+        when = "measured now" if part in measured else "stored"
+        print(f"\n## {title} ({when})\n")
+        print("\n".join(lines(stored[part])))
+
+
+def _expert_lines(report: dict) -> list[str]:
+    import harness_expert
+
+    return harness_expert.table(report)
+
+
+def _gain_lines(report: dict) -> list[str]:
+    import harness_gain
+
+    return harness_gain.table(report)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """A harness on the OpenAI Agents SDK (PyPI openai-agents), unpatched: its model on the rollout's base_url, its
-MCP client on the rollout's mcp_url (the task's world). Run per rollout by the trainer or by hand:
+MCP client on the rollout's mcp_url (the task's world, and the task's user as one more tool). Run per rollout by the
+trainer or by hand ($PIVOT_ENVS_API_KEY: the server's key, when it has one):
 
-    python examples/harness_openai_agents.py TASK_FILE [--max-turns 8]
+    python examples/harness_openai_agents.py TASK_FILE [--max-turns 30]
 """
 import argparse
 import asyncio
 import json
+import os
 
 from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner
 from agents.exceptions import MaxTurnsExceeded
@@ -13,11 +15,15 @@ from agents.mcp import MCPServerStreamableHttp
 from openai import AsyncOpenAI
 
 
+KEY = os.environ.get("PIVOT_ENVS_API_KEY", "none")
+
+
 async def main(task_file: str, max_turns: int) -> None:
     task = json.load(open(task_file))
     model = OpenAIChatCompletionsModel(model=task["model"], openai_client=AsyncOpenAI(base_url=task["base_url"],
-                                                                                      api_key="none"))
-    async with MCPServerStreamableHttp({"url": task["mcp_url"], "timeout": 120}, client_session_timeout_seconds=120,
+                                                                                      api_key=KEY))
+    world_params = {"url": task["mcp_url"], "timeout": 120, "headers": {"Authorization": f"Bearer {KEY}"}}
+    async with MCPServerStreamableHttp(world_params, client_session_timeout_seconds=120,
                                        cache_tools_list=True) as world:
         agent = Agent(name="assistant", instructions=task["system"] or None, model=model, mcp_servers=[world])
         config = RunConfig(tracing_disabled=True, tool_not_found_behavior="return_error_to_model")
@@ -31,6 +37,6 @@ async def main(task_file: str, max_turns: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("task_file")
-    parser.add_argument("--max-turns", type=int, default=8)
+    parser.add_argument("--max-turns", type=int, default=30)
     args = parser.parse_args()
     asyncio.run(main(args.task_file, args.max_turns))

@@ -9,7 +9,9 @@
   verdict equals the same episode replayed through the episode env;
 * with the tiny model (sampling in-process), every call is captured with tokens the trainer re-scores within
   1e-3, and every episode's verdict equals its replay;
-* a 3-step E2E run trains from the SDK's rollouts: the policy version rises and the captured tokens are in the loss.
+* a 3-step E2E run trains from the SDK's rollouts: the policy version rises and the captured tokens are in the loss;
+* on conversational tool_use tasks the SDK talks to the task's (scripted) user through the rollout's user tool, and
+  the expert's actions played through it succeed, as ``play --agent replay --user scripted`` does.
 """
 
 from __future__ import annotations
@@ -64,6 +66,29 @@ def test_the_agents_sdk_solves_tau2_airline_through_the_endpoint_with_the_expert
         assert r["tool_calls"] and r["uncaptured_tool_calls"] == 0 and r["unexecuted_tool_calls"] == 0
         assert all(not t["error"] for t in r["tool_calls"])
     assert stats.harness_failures == 0
+
+
+def test_the_agents_sdk_talks_to_the_user_of_conversational_tasks_and_solves_them_with_the_expert_policy():
+    def make_env():
+        return EpisodeEnv(tasks="bundled:tool_use:test", domain="tool_use", user="scripted")
+
+    env = make_env()
+    try:  # tasks whose user answers the agent at least twice after the opening
+        recorded = {t.id: [m["content"] for m in t.messages if m["role"] == "user"] for t in env.tasks}
+    finally:
+        env.close()
+    chosen = [tid for tid, users in recorded.items() if len(users) >= 3][:2]
+    harness = [*HARNESS[:3], "--max-turns", "30"]
+    results, stats = play_and_replay(build_agent("replay"), make_env, harness, SDK_ENV, chosen, 1, max_turns=30)
+    for r in results:
+        assert r["success"] is True, r["reason"]
+        assert r["user_messages"] >= 2 and r["uncaptured_tool_calls"] == 0 and r["unexecuted_tool_calls"] == 0
+        users = [m["content"] for m in r["messages"] if m["role"] == "user"]
+        assert users == recorded[r["task_id"]]  # the recorded user, in order
+        sent = [c for c in r["calls"] if c["message"].get("tool_calls")
+                and c["message"]["tool_calls"][0]["function"]["name"] == "send_message_to_user"]
+        assert len(sent) == r["user_messages"]
+    assert stats.harness_failures == 0 and stats.user_messages == sum(r["user_messages"] for r in results)
 
 
 def test_the_agents_sdk_with_the_tiny_model_is_captured_and_rescored(terminal_base, tasks):
