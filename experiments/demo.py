@@ -920,6 +920,9 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
     say(f"  mean reward {stats['mean_reward']:.3f}; zero-variance {stats['zero_var_frac']:.2f} "
         f"(all wrong {stats['all_wrong_frac']:.2f}, all right {stats['all_right_frac']:.2f}); "
         f"mixed {stats['mixed_frac']:.2f}")
+    for domain, row in stats["accepted_by_domain"].items():
+        say(f"  {domain}: {row['not_exact']:.1%} of {row['accepted']} accepted samples were not the expert's exact "
+            f"action ({', '.join(f'{k} {v}' for k, v in sorted(row['accepted_by'].items(), key=lambda kv: -kv[1]))})")
     return _save_stage(path, key, {"file": str(file), "stats": stats, "seconds": round(time.perf_counter() - t0, 2)})
 
 
@@ -942,6 +945,8 @@ def profile_stats(pivots: Sequence[Pivot], k: int) -> dict[str, Any]:
         "all_right_frac": rep.zero_var_all_pass / n,
         "mixed_frac": (rep.scored - rep.zero_var) / n,
         "mean_histogram": rep.mean_hist,
+        "accepted_by": dict(rep.accepted_by),
+        "accepted_by_domain": {d: dict(row) for d, row in rep.by_domain.items()},
     }
 
 

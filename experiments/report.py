@@ -651,6 +651,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"zero-variance groups {p['zero_var_frac']:.2f} (all wrong {p['all_wrong_frac']:.2f}, all right "
         f"{p['all_right_frac']:.2f}); mixed {p['mixed_frac']:.2f}. Histogram of the per-turn mean reward "
         f"(eighths): {p['mean_histogram']}.",
+        *_accepted_lines(p),
         "",
         "| pivot set | kept | zero-variance | too easy | topped up |",
         "|---|---|---|---|---|",
@@ -881,3 +882,16 @@ def _fmt(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_fmt(v) for v in value) + "]"
     return str(value)
+
+
+def _accepted_lines(profile: dict[str, Any]) -> list[str]:
+    """How functional the reward was: per domain, the share of accepted samples that were not the expert's exact
+    action, and what accepted them (a report written before issue 35 has no such record: no lines)."""
+    rows = profile.get("accepted_by_domain") or {}
+    if not rows:
+        return []
+    lines = ["", "| domain | accepted samples | not the expert's exact action | accepted by |", "|---|---|---|---|"]
+    for domain, row in sorted(rows.items()):
+        by = ", ".join(f"{k} {v}" for k, v in sorted(row["accepted_by"].items(), key=lambda kv: -kv[1]))
+        lines.append(f"| {domain or '-'} | {row['accepted']} | {row['not_exact']:.1%} | {by} |")
+    return lines

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from pivot_envs.domains import Domain, get_domain
+from pivot_envs.after import after_turn, final_answer
 from pivot_envs.types import Fixture, Message, Pivot, Trajectory, content_text, stable_hash
 
 
@@ -98,6 +99,7 @@ def extract_pivots(
             continue
         audit.trajectories_used += 1
         kept_here = 0
+        final: tuple[str | None, list[str]] | None = None
         setup = task_setup_key(traj, dom) if opts.dedup else ""
         for i, msg in enumerate(traj.messages):
             if msg.get("role") != "assistant":
@@ -113,7 +115,8 @@ def extract_pivots(
                 audit.skipped[reason] += 1
                 continue
             kept_here += 1
-            pivot = _make_pivot(traj, i, dom)
+            final = final_answer(traj.messages) if final is None else final
+            pivot = make_pivot(traj, i, dom, final)
             audit.kept[pivot.meta["kind"]] += 1
             pivots.append(pivot)
     return pivots, audit
@@ -176,7 +179,9 @@ def normalized_context(messages: list[Message]) -> list[Any]:
     return out
 
 
-def _make_pivot(traj: Trajectory, i: int, dom: Domain) -> Pivot:
+def make_pivot(traj: Trajectory, i: int, dom: Domain, final: tuple[str | None, list[str]] | None = None) -> Pivot:
+    """The pivot of ``traj``'s assistant turn ``i`` (``final``: the trajectory's :func:`final_answer`, computed
+    when not given)."""
     expert = traj.messages[i]
     meta: dict[str, Any] = {
         "trajectory_id": traj.id,
@@ -194,6 +199,7 @@ def _make_pivot(traj: Trajectory, i: int, dom: Domain) -> Pivot:
         meta["alternatives"] = alternatives
     if dom.world is not None:
         meta["world"] = world_meta(traj, dom)
+    meta["after"] = after_turn(traj.messages, i, final)
     return Pivot(
         id=stable_hash(dom.name, traj.id, i),
         domain=dom.name,

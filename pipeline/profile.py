@@ -15,6 +15,8 @@ the domain verifier scores them against the expert action, and the pivot gets::
 * ``pivot.meta["profile_strict"]``: per-sample strict rewards and
   ``pivot.meta["profile_passed"]``: per-sample functional ``passed`` flags, both
   aligned with ``rewards`` (what the miss-rate report needs);
+  ``pivot.meta["profile_accepted_by"]``: per sample, what accepted it (``exact``, ``effect``,
+  ``state``, ... or ``None``: :mod:`pivot_envs.verifiers.accepted_by`);
   ``pivot.meta["profile_error"]``: the first verifier error, when any.
 * When *every* sample errored the pivot is **unscored**: ``rewards == []``,
   ``mean = var = 0.0`` (NaN-free), ``strict_mean = None`` and
@@ -61,12 +63,13 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from pivot_envs.agents import Agent, build_agent
 from pivot_envs.types import Action, Pivot, Profile, VerifyResult, stable_hash
 from pivot_envs.verifiers import Verifier, VerifierSpec, build_verifier
+from pivot_envs.verifiers.accepted_by import accepted_by
 from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
 
 ProgressCallback = Callable[[int, int], None]
 """``progress(done, total)``: pivots profiled so far (including resumed ones) and the total."""
 
-PROFILE_META_KEYS = ("profile_strict", "profile_passed", "profile_error", "profile_unscored")
+PROFILE_META_KEYS = ("profile_strict", "profile_passed", "profile_accepted_by", "profile_error", "profile_unscored")
 """``pivot.meta`` keys written by profiling (cleared on re-profiling)."""
 
 CHECKPOINT_FORMAT = "pivot-envs-profile-checkpoint/1"
@@ -95,6 +98,8 @@ class PivotResult:
         strict: per-sample strict rewards aligned with ``profile.rewards`` (``None`` where the
             strict verifier itself errored).
         passed: per-sample functional ``passed`` flags aligned with ``profile.rewards``.
+        accepted_by: per sample, what accepted it (:func:`pivot_envs.verifiers.accepted_by.accepted_by`:
+            ``exact``, ``effect``, ``state``, ...; ``None`` where it did not pass), aligned with ``profile.rewards``.
         error: the first verifier error message among the K samples, if any.
     """
 
@@ -103,13 +108,14 @@ class PivotResult:
     profile: Profile
     strict: list[float | None] = field(default_factory=list)
     passed: list[bool] = field(default_factory=list)
+    accepted_by: list[str | None] = field(default_factory=list)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # a shallow dict: dataclasses.asdict (deep copies) was the slow part of checkpointing
         profile = {f.name: getattr(self.profile, f.name) for f in dataclasses.fields(self.profile)}
         return {"index": self.index, "id": self.id, "profile": profile, "strict": self.strict,
-                "passed": self.passed, "error": self.error}
+                "passed": self.passed, "accepted_by": self.accepted_by, "error": self.error}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PivotResult":
@@ -117,13 +123,15 @@ class PivotResult:
         assert profile is not None
         return cls(index=int(data["index"]), id=str(data["id"]), profile=profile,
                    strict=[None if s is None else float(s) for s in data.get("strict") or []],
-                   passed=[bool(p) for p in data.get("passed") or []], error=data.get("error"))
+                   passed=[bool(p) for p in data.get("passed") or []],
+                   accepted_by=list(data.get("accepted_by") or []), error=data.get("error"))
 
     def apply(self, pivot: Pivot) -> Pivot:
         """A copy of ``pivot`` carrying this profile (the input pivot is not modified)."""
         meta = {k: v for k, v in pivot.meta.items() if k not in PROFILE_META_KEYS}
         meta["profile_strict"] = list(self.strict)
         meta["profile_passed"] = list(self.passed)
+        meta["profile_accepted_by"] = list(self.accepted_by)
         if self.error is not None:
             meta["profile_error"] = self.error
         if not self.profile.rewards:
@@ -137,6 +145,7 @@ def summarize(index: int, pivot: Pivot, functional: Sequence[VerifyResult],
     rewards: list[float] = []
     strict_rewards: list[float | None] = []
     passed: list[bool] = []
+    accepted: list[str | None] = []
     errors = 0
     first_error: str | None = None
     for f, s in zip(functional, strict, strict=True):
@@ -147,12 +156,13 @@ def summarize(index: int, pivot: Pivot, functional: Sequence[VerifyResult],
         rewards.append(float(f.reward))
         passed.append(bool(f.passed))
         strict_rewards.append(None if s.error is not None else float(s.reward))
+        accepted.append(accepted_by(f, s.error is None and s.passed))
     mean, var = reward_stats(rewards)
     scored_strict = [s for s in strict_rewards if s is not None]
     strict_mean = reward_stats(scored_strict)[0] if scored_strict else None
     profile = Profile(k=len(functional), rewards=rewards, mean=mean, var=var, strict_mean=strict_mean, errors=errors)
     return PivotResult(index=index, id=pivot.id, profile=profile, strict=strict_rewards, passed=passed,
-                       error=first_error)
+                       accepted_by=accepted, error=first_error)
 
 
 # --------------------------------------------------------------------------- scoring

@@ -24,6 +24,10 @@ Figures (over *scored* pivots: profiled with at least one sample the verifier sc
 * ``strict_blind``: pivots where the functional verifier passes some sample but
   strict passes none: under the strict reward they would look all-fail
   (zero variance) and the filter would drop them.
+* ``accepted_by``: passing samples by what accepted them (``exact``, ``effect``, ``state``,
+  ``facts``, ...: :mod:`pivot_envs.verifiers.accepted_by`), over all domains, and ``by_domain``
+  the same per domain with the share of accepted samples that were not the expert's exact
+  action (``not_exact``); from ``meta["profile_accepted_by"]``.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ class ProfileReport:
         pivot_miss_denominator: ``sum n_p mean_p``.
         strict_blind: pivots with a functional pass but strict mean 0.
         with_functional_pass: pivots with a functional pass.
+        accepted_by: passing samples per category of what accepted them.
+        by_domain: per domain, ``accepted`` (passing samples), ``not_exact`` (the share of them that were not
+            the expert's exact action) and ``accepted_by`` (per category).
     """
 
     pivots: int = 0
@@ -84,6 +91,8 @@ class ProfileReport:
     pivot_miss_denominator: float = 0.0
     strict_blind: int = 0
     with_functional_pass: int = 0
+    accepted_by: dict[str, int] = field(default_factory=dict)
+    by_domain: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def zero_var_fraction(self) -> float:
@@ -129,12 +138,34 @@ class ProfileReport:
             ("miss rate from per-pivot means", pct(self.pivot_miss_rate)),
             ("pivots with a functional pass that strict scores all-0",
              f"{self.strict_blind}/{self.with_functional_pass}"),
+            *[(f"accepted samples not the expert's exact action ({domain or '-'})", _accepted_row(row))
+              for domain, row in sorted(self.by_domain.items())],
         ]
 
     def histogram_rows(self) -> list[tuple[str, int]]:
         edges = self.bin_edges()
         return [(f"[{edges[i]:.1f}, {edges[i + 1]:.1f}{']' if i == self.bins - 1 else ')'}", count)
                 for i, count in enumerate(self.mean_hist)]
+
+
+def _accepted_row(row: dict[str, Any]) -> str:
+    """``12.5 % of 40 (exact 35, effect 4, state 1)``."""
+    parts = ", ".join(f"{k} {v}" for k, v in sorted(row["accepted_by"].items(), key=lambda kv: -kv[1]))
+    share = "-" if math.isnan(row["not_exact"]) else f"{row['not_exact']:.1%}"
+    return f"{share} of {row['accepted']} ({parts})"
+
+
+def _count_accepted(rep: ProfileReport, pivot: Pivot) -> None:
+    """Add ``pivot``'s passing samples to ``accepted_by`` and ``by_domain``."""
+    categories = [c for c in pivot.meta.get("profile_accepted_by") or [] if c is not None]
+    if not categories:
+        return
+    row = rep.by_domain.setdefault(pivot.domain, {"accepted": 0, "not_exact": math.nan, "accepted_by": {}})
+    for category in categories:
+        rep.accepted_by[category] = rep.accepted_by.get(category, 0) + 1
+        row["accepted_by"][category] = row["accepted_by"].get(category, 0) + 1
+        row["accepted"] += 1
+    row["not_exact"] = 1.0 - row["accepted_by"].get("exact", 0) / row["accepted"]
 
 
 def _bin(mean: float, bins: int) -> int:
@@ -164,6 +195,7 @@ def profile_report(pivots: Sequence[Pivot], max_mean: float | None = None, bins:
             rep.zero_var_all_pass += prof.mean == 1
         elif max_mean is None or prof.mean < max_mean:
             rep.survivors += 1
+        _count_accepted(rep, p)
         passed = p.meta.get("profile_passed") or []
         strict = p.meta.get("profile_strict") or []
         for ok, s in zip(passed, strict):

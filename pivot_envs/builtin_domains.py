@@ -15,13 +15,12 @@ from pivot_envs.domains import Domain, register_domain
 from pivot_envs.envs_data import load_pivots
 from pivot_envs.verifiers import verifier_names
 from pivot_envs.verifiers.defaults import (
-    ANSWER_FUZZY,
-    SHELL_EXACT,
-    TEXT_FUZZY,
+    SAME_WORDS,
+    SHELL_EFFECT,
+    SHELL_SAME,
     TOOL_USE_CASELESS,
     answer_spec,
     judge_spec,
-    text_spec,
 )
 
 Judge = dict[str, Any] | None
@@ -36,37 +35,39 @@ def tool_use_verifier(judge: Judge = None) -> dict[str, Any]:
 
 
 def terminal_verifier(judge: Judge = None) -> dict[str, Any]:
-    """``final_turn``: calls by a cascade (``schema`` gate -> the same command up to spaces at its ends ->
-    ``exec``, when registered, running both commands -> the judge); answers by their facts (+ judge)."""
+    """``final_turn``: calls by a cascade (``schema`` gate -> the same command's canonical spelling ->
+    ``exec``, when registered, running both commands and comparing what they changed and showed -> the judge);
+    answers by their facts (+ judge)."""
     stages: list[dict[str, Any]] = [
         {"role": "gate", "verifier": {"name": "schema"}},
-        {"role": "accept", "verifier": dict(SHELL_EXACT)},
+        {"role": "accept", "verifier": dict(SHELL_SAME)},
     ]
     if "exec" in verifier_names():
-        exec_spec = {"name": "exec", "command_from_content": "fenced"}  # a text reply is no command
-        stages.append({"role": "accept" if judge is not None else "decide", "verifier": exec_spec})
+        stages.append({"role": "accept" if judge is not None else "decide", "verifier": dict(SHELL_EFFECT)})
     if judge is not None:
         stages.append({"role": "decide", "verifier": judge_spec(judge)})
     return {"name": "final_turn", "calls": {"name": "cascade", "stages": stages}, "answer": answer_spec(judge)}
 
 
 def swe_verifier(judge: Judge = None) -> dict[str, Any]:
-    """``tool_name`` with the SWE alias categories (the tool decides; a judge is not used)."""
-    return {"name": "tool_name", "aliases": "swe"}
+    """``tool_name`` with the SWE alias categories on the same target (the file, the lines, the search term: the
+    paper's tool-name rule, which accepted another task's edit of another file); what an edit writes is left to
+    the tests. A judge is not used."""
+    return {"name": "tool_name", "aliases": "swe", "same_target": True}
 
 
 def search_verifier(judge: Judge = None) -> dict[str, Any]:
-    """``by_tool``: ``search`` queries fuzzy (token-set ratio), ``open`` exact (the doc id), other calls
-    ``tool_call``; the answer text fuzzy (+ judge)."""
-    return {
-        "name": "by_tool",
-        "routes": {
-            "search": {"name": "fuzzy", "target": "argument:query", "scorer": "token_set_ratio", "threshold": 85},
-            "open": {"name": "tool_call"},
-        },
-        "text": answer_spec(judge),
-        "default": {"name": "tool_call"},
-    }
+    """``final_turn``: calls by ``by_tool`` (``search``: the same words in any order and case accept, else what the
+    query retrieves decides (``retrieves``: the document the expert opened next); ``open`` exact: the doc id; other
+    calls ``tool_call``); answers by their facts (+ judge); a stop before the expert's last look-up by the facts
+    of the expert's answer (every search task is an information task)."""
+    search = {"name": "cascade", "stages": [
+        {"role": "accept", "verifier": dict(SAME_WORDS)},
+        {"role": "decide", "verifier": {"name": "retrieves", "tool": "search", "open_tool": "open", "id_key": "doc_id"}},
+    ]}
+    calls = {"name": "by_tool", "routes": {"search": search, "open": {"name": "tool_call"}},
+             "default": {"name": "tool_call"}}
+    return {"name": "final_turn", "calls": calls, "answer": answer_spec(judge)}
 
 
 BUILTIN_DOMAINS = [

@@ -8,11 +8,13 @@ import gymnasium
 import pytest
 
 from pivot_envs.domains import Domain, get_domain, register_domain
+from pivot_envs.episodes.tasks import replay_expert
 from pivot_envs.envs_data import load_pivots, load_trajectories
 from pivot_envs.pipeline.extract import extract_pivots
 from pivot_envs.success import answer_facts
 from pivot_envs.types import Pivot, Trajectory, content_text
 from pivot_envs.verifiers import build_verifier
+from pivot_envs.worlds import build_world
 
 ANSWER_DOMAINS = ("terminal", "tool_use", "search")
 
@@ -45,20 +47,57 @@ def test_every_final_answer_of_the_bundled_test_split_is_a_pivot_scored_by_what_
     assert not any(r.passed for r in another) and not any(r.error for r in another)
 
 
-@pytest.mark.parametrize("domain", ANSWER_DOMAINS)
-def test_stopping_at_the_turn_before_the_answer_scores_zero(domain: str) -> None:
+def _stops_before_the_answer(domain: str, turns_back: int = 1) -> list[tuple[Pivot, dict]]:
+    """(a call pivot among the last ``turns_back`` pivots before a final answer, after the user's last message,
+    that answer) for each task of the test split."""
     pivots = load_pivots(domain, "test")
     by_turn = {(p.meta["trajectory_id"], p.meta["turn"]): p for p in pivots}
     pairs = []
     for final in _final_text_pivots(domain):
-        before = [p for (t, turn), p in by_turn.items() if t == final.meta["trajectory_id"] and turn < final.meta["turn"]]
-        last = max(before, key=lambda p: p.meta["turn"]) if before else None
-        if last is not None and last.expert.get("tool_calls"):
-            pairs.append((last, final.expert))
+        last_user = max(i for i, m in enumerate(final.context) if m["role"] == "user")
+        before = [p for (t, turn), p in by_turn.items()
+                  if t == final.meta["trajectory_id"] and last_user < turn < final.meta["turn"]]
+        for pivot in sorted(before, key=lambda p: -p.meta["turn"])[:turns_back]:
+            if pivot.expert.get("tool_calls"):
+                pairs.append((pivot, final.expert))
+    return pairs
+
+
+@pytest.mark.parametrize("domain", ["terminal", "search"])
+def test_stopping_a_turn_early_is_right_exactly_where_the_episode_would_already_succeed(domain: str) -> None:
+    """The expert's answer one turn early: in a task that changes the world's state, the verifier accepts it
+    exactly where an episode started at that pivot and stopped with that answer succeeds (the expert's last check
+    after its last write is such a turn). In an information task it never accepts what the episode fails; an
+    answer whose facts the tools had not yet returned is a guess, refused even where it happens to be right."""
+    pairs = _stops_before_the_answer(domain, turns_back=3)
     assert len(pairs) >= 20
     verifier = build_verifier(get_domain(domain).verifier_spec())
     results = verifier.verify_many([answer for _, answer in pairs], [p for p, _ in pairs])
+    assert not any(r.error for r in results)
+    env = gymnasium.make(f"pivot_envs:{get_domain(domain).episode_env_id}", split="test", score_turns=False)
+    tasks = {t.id: t for t in load_trajectories(domain, "test")}
+    state_outcomes = []
+    with build_world(get_domain(domain).world) as world:
+        for (pivot, answer), result in zip(pairs, results):
+            env.reset(options={"pivot_id": pivot.id})
+            _, _, terminated, _, info = env.step(answer)
+            assert terminated and info["success"] is not None
+            assert not result.passed or info["success"], (pivot.id, result.reason, info["reason"])
+            if not replay_expert(world, tasks[pivot.meta["trajectory_id"]], domain).read_only:
+                state_outcomes.append((result.passed, info["success"]))
+    env.close()
+    assert all(passed == success for passed, success in state_outcomes), state_outcomes
+    if domain == "terminal":
+        assert {passed for passed, _ in state_outcomes} == {True, False}
+
+
+def test_tool_use_stops_before_the_answer_score_zero_where_work_is_left() -> None:
+    pairs = _stops_before_the_answer("tool_use")
+    assert len(pairs) >= 20
+    verifier = build_verifier(get_domain("tool_use").verifier_spec())
+    results = verifier.verify_many([answer for _, answer in pairs], [p for p, _ in pairs])
     assert not any(r.passed for r in results) and not any(r.error for r in results)
+    assert {r.verifier for r in results} <= {"stop", "facts"}
 
 
 def test_the_terminal_answer_must_carry_the_facts_of_the_experts_answer() -> None:

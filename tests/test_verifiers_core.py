@@ -723,15 +723,20 @@ class TestDefaults:
 
     def test_shapes(self) -> None:
         assert default_verifier_spec("unknown")["name"] == "tool_call"
-        assert default_verifier_spec("swe") == {"name": "tool_name", "aliases": "swe"}
+        assert default_verifier_spec("swe") == {"name": "tool_name", "aliases": "swe", "same_target": True}
         terminal = default_verifier_spec("terminal")
         assert terminal["name"] == "final_turn" and terminal["answer"]["name"] == "facts"
         roles = [(s["role"], s["verifier"]["name"]) for s in terminal["calls"]["stages"]]
-        assert roles[:2] == [("gate", "schema"), ("accept", "tool_call")]
+        assert roles[:2] == [("gate", "schema"), ("accept", "fuzzy")]
+        same = terminal["calls"]["stages"][1]["verifier"]
+        assert same["normalizers"] == ["shell_words"] and same["threshold"] == 100  # only equal spellings are sound
         assert (("decide", "exec") in roles) == ("exec" in verifier_names())
+        assert terminal["calls"]["stages"][-1]["verifier"]["output"] == "information"
         search = default_verifier_spec("search")
-        assert search["routes"]["search"]["target"] == "argument:query"
-        assert search["routes"]["search"]["scorer"] == "token_set_ratio"
+        assert search["name"] == "final_turn" and search["answer"]["name"] == "facts"
+        stages = search["calls"]["routes"]["search"]["stages"]
+        assert [(s["role"], s["verifier"]["name"]) for s in stages] == [("accept", "fuzzy"), ("decide", "retrieves")]
+        assert stages[0]["verifier"]["threshold"] == 100  # the same words; anything else is run
 
     def test_judge_is_the_last_resort(self) -> None:
         judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1"}
@@ -741,7 +746,7 @@ class TestDefaults:
         tool_use = default_verifier_spec("tool_use", judge=judge)
         assert tool_use["answer"]["stages"][-1]["verifier"]["name"] == "judge"
         search = default_verifier_spec("search", judge=judge)
-        assert search["text"]["stages"][-1]["verifier"]["name"] == "judge"
+        assert search["answer"]["stages"][-1]["verifier"]["name"] == "judge"
         if "judge" in verifier_names():
             for spec in (terminal, tool_use, search):
                 build_verifier(spec)

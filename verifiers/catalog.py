@@ -13,7 +13,7 @@ import importlib.util
 
 from pivot_envs.verifiers import compose, coverage, final_turn, fuzzy, schema, strict, tool_call, tool_name  # noqa: F401
 
-OPTIONAL_MODULES = ("exec", "judge", "world_exec")
+OPTIONAL_MODULES = ("exec", "judge", "world_exec", "retrieves")
 """Built-in verifier modules imported only when present."""
 
 

@@ -10,10 +10,12 @@ domain     default
 tool_use   ``final_turn``: calls -> ``tool_call``; answers -> ``facts``
            (an answer stating no fact: ``fuzzy``)
 terminal   ``final_turn``: calls -> ``cascade``: ``schema`` gate ->
-           exact ``tool_call`` accept (ends stripped) -> ``exec`` (when
-           registered; commands from ``bash`` calls or fenced blocks) ->
-           judge (when configured); answers -> ``facts``
-swe        ``tool_name`` with the SWE alias categories
+           the same command's canonical spelling (``fuzzy`` 100 over
+           ``shell_words``) accept -> ``exec`` with ``output:
+           information`` (the same file changes, what the expert's output
+           showed, no dump) -> judge (when configured); answers -> ``facts``
+swe        ``tool_name`` with the SWE alias categories, on the same
+           target (file, lines, search term)
 search     ``by_tool``: ``search`` calls -> fuzzy ``query``
            (token_set_ratio); ``open`` -> exact ``tool_call`` (the doc id);
            other calls -> ``tool_call``; answer text -> fuzzy
@@ -24,8 +26,9 @@ other      the domain's own ``default_verifier``; an unknown name:
 
 ``final_turn`` scores the decision to stop (:mod:`pivot_envs.verifiers.final_turn`): where the
 expert answered, another tool call is 0 and an answer must carry the facts the expert's answer
-carries (the episode success rule's fact recall); where the expert made a call, stopping is 0.
-With a judge, ``facts`` accepts early and the judge decides the answers it does not accept.
+carries (the episode success rule's fact recall); where the expert made a call, stopping is judged by
+the world's state (:mod:`pivot_envs.verifiers.stops`): right where the task is already done, 0 where
+work is left. With a judge, ``facts`` accepts early and the judge decides the answers it does not accept.
 
 In the terminal cascade the last stage decides; ``exec`` is an early accept
 when a judge follows it (a judge may still accept a command whose effects
@@ -48,11 +51,25 @@ EXACT_NORMALIZED: dict[str, Any] = {
                       "normalizers": ["strip", "collapse_whitespace"]},
 }
 """Normalised exact match: tool calls by meaning, strings with whitespace collapsed; text exactly. Not safe for
-shell commands (``echo "a  b"`` is not ``echo "a b"``): the terminal cascade uses :data:`SHELL_EXACT`."""
+shell commands (``echo "a  b"`` is not ``echo "a b"``): the terminal cascade uses :data:`SHELL_SAME`."""
 
-SHELL_EXACT: dict[str, Any] = {"name": "tool_call", "normalizers": ["strip"]}
-"""The terminal cascade's accept stage: the same command up to spaces at its ends (which a shell ignores). Every
-other difference, inner whitespace included, goes on to ``exec``, which runs both commands and compares."""
+SHELL_SAME: dict[str, Any] = {"name": "fuzzy", "target": "argument:command", "scorer": "ratio", "threshold": 100,
+                              "normalizers": ["shell_words"]}
+"""The terminal cascade's cheap accept: the same command in its canonical spelling (rapidfuzz over
+``shell_words``: quoting and spacing between words; :mod:`pivot_envs.verifiers.shell_words`). Only the
+threshold 100 is sound: one character less can be another file or another flag. Every other difference goes on
+to ``exec``, which runs both commands."""
+
+SHELL_EFFECT: dict[str, Any] = {"name": "exec", "command_from_content": "fenced", "output": "information"}
+"""The terminal cascade's decider: both commands run from the pivot's state; the same file changes, agreeing
+exit statuses, and an output that carries what the expert's showed without being a dump
+(:mod:`pivot_envs.verifiers.information`). A text reply is no command (``fenced``)."""
+
+
+SAME_WORDS: dict[str, Any] = {"name": "fuzzy", "target": "argument:query", "scorer": "token_set_ratio",
+                              "threshold": 100, "normalizers": ["lower", "strip_punctuation", "collapse_whitespace"]}
+"""The search route's cheap accept: the same words in any order and case (a query with one word more or less, or
+another word, goes on to ``retrieves``, which runs it)."""
 
 
 TOOL_USE_CASELESS: dict[str, list[str]] = {

@@ -6,9 +6,12 @@ when its effects equal the expert's:
 
 * the exit code (``compare_exit_code``);
 * stdout, normalised: ``\\r\\n`` -> ``\\n``, trailing spaces of each line and
-  blank lines at both ends dropped; with ``stdout_order_insensitive`` the lines
-  are compared as a sorted list (``compare_stdout``); stderr the same way when
-  ``compare_stderr``;
+  blank lines at both ends dropped (``compare_stdout``), compared by ``output``:
+  ``"exact"`` (the same text), ``"sorted"`` (the same lines in any order) or
+  ``"information"`` (the candidate's output carries what the expert's showed, up to
+  order, whitespace and layout, and is no dump: :mod:`~pivot_envs.verifiers.information`;
+  the exit statuses then only need to agree on success, see there); stderr the same
+  way when ``compare_stderr``;
 * the file-system diff against the post-setup state: added, removed and
   changed paths, with contents (sha256), modes, symlink targets
   (``compare_files``; ``ignore_paths`` globs are left out).
@@ -83,6 +86,7 @@ from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
 from pivot_envs.types import Action, Fixture, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
+from pivot_envs.verifiers import information
 from pivot_envs.verifiers.commands import COMMAND_KEYS, CONTENT_MODES, SHELL_TOOLS, CommandExtractor
 from pivot_envs.verifiers.sandbox import (
     BACKENDS,
@@ -115,6 +119,9 @@ RETRY_FACTOR = 3.0
 FAILURE_TTL_S = 60.0
 """Seconds a failed setup or expert run is remembered (not re-run for every candidate of a group)."""
 
+
+OUTPUT_MODES = ("exact", "sorted", "information")
+"""How ``exec`` compares the outputs (see the module docstring)."""
 
 COMMAND_NOT_FOUND = 127
 """The shell's exit code for a program it cannot find: an expert that exits so cannot be verified."""
@@ -159,8 +166,11 @@ class ExecVerifier(Verifier):
         max_output_bytes: stdout/stderr bytes read per command; more kills the command.
         max_disk_mb: size of the sandbox's work directory (and of its ``/tmp``).
         compare_exit_code: the exit codes must be equal.
-        compare_stdout: the normalised stdouts must be equal.
-        stdout_order_insensitive: compare stdout (and stderr) lines as sorted lists.
+        compare_stdout: compare the stdouts (by ``output``).
+        output: ``"exact"`` (equal normalised text), ``"sorted"`` (equal as sorted lines) or
+            ``"information"`` (the candidate's output carries the expert's information and is no dump;
+            the exit statuses need only agree on success: :mod:`~pivot_envs.verifiers.information`).
+        stdout_order_insensitive: the older spelling of ``output="sorted"``.
         compare_stderr: the normalised stderrs must be equal.
         compare_files: the file-system diffs must be equal.
         ignore_paths: globs of workdir paths left out of the diff; a glob without ``/`` matches
@@ -189,6 +199,7 @@ class ExecVerifier(Verifier):
     max_disk_mb: int = 64
     compare_exit_code: bool = True
     compare_stdout: bool = True
+    output: str = "exact"
     stdout_order_insensitive: bool = False
     compare_stderr: bool = False
     compare_files: bool = True
@@ -206,6 +217,11 @@ class ExecVerifier(Verifier):
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"exec verifier: backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.output not in OUTPUT_MODES:
+            raise ValueError(f"exec verifier: output must be one of {', '.join(OUTPUT_MODES)}, got {self.output!r}")
+        if self.stdout_order_insensitive and self.output == "exact":
+            self.output = "sorted"
+        self.stdout_order_insensitive = self.output == "sorted"
         if self.command_from_content not in CONTENT_MODES:
             raise ValueError(f"exec verifier: command_from_content must be one of {', '.join(CONTENT_MODES)}, "
                              f"got {self.command_from_content!r}")
@@ -313,12 +329,33 @@ class ExecVerifier(Verifier):
             return self._result(False, f"timed out after {budget:g} s")
         if run.killed:
             return self._result(False, f"killed: {run.killed}")
-        differences = self._compare(expert, self._effects(run, seed))
+        cand = self._effects(run, seed)
+        if self.output == "information":
+            return self._judge_information(expert, cand, expert_cmd, candidate_cmd, seed)
+        differences = self._compare(expert, cand)
         if differences:
             return self._result(False, "; ".join(differences))
         checked = [name for name, on in (("exit code", self.compare_exit_code), ("stdout", self.compare_stdout),
                                          ("stderr", self.compare_stderr), ("files", self.compare_files)) if on]
         return self._result(True, f"same effects as the expert ({', '.join(checked) or 'nothing compared'})")
+
+    def _judge_information(self, expert: Effects, cand: Effects, expert_cmd: str, candidate_cmd: str,
+                           seed: Seed) -> VerifyResult:
+        """``output="information"``: the same file changes, agreeing exit statuses, and an output that carries
+        the expert's information without being a dump."""
+        differences = file_differences(expert.changes, cand.changes) if self.compare_files else []
+        status = information.status_difference(expert.exit_code, expert.stdout, cand.exit_code, bool(expert.changes),
+                                               cand.stdout, cand.stderr)
+        if self.compare_exit_code and status:
+            differences.insert(0, status)
+        if differences:
+            return self._result(False, "; ".join(differences))
+        if not self.compare_stdout:
+            return self._result(True, "same file changes as the expert")
+        tree = [path for path, entry in seed.files.items() if entry.kind != "dir"]
+        found, count = information.compare(expert.stdout, cand.stdout, expert_cmd, candidate_cmd, seed.workdir, tree)
+        what = "same file changes as the expert; " if expert.changes else ""
+        return self._result(found.carried, what + found.reason(count))
 
     def _result(self, ok: bool, reason: str) -> VerifyResult:
         return VerifyResult(reward=float(ok), passed=ok, verifier=self.name, reason=reason)

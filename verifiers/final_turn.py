@@ -7,11 +7,22 @@ includes them"). What the task needs there is the stop itself and the facts of t
 ========================================  ======  =====================================
 expert                                    action  reward
 ========================================  ======  =====================================
-stopped (text)                            text    ``answer`` decides (default ``facts``)
+stopped (text)                            text    ``answer`` decides (default ``facts``);
+                                                  at a state task's done turn, the stop
+                                                  rule (:func:`~pivot_envs.verifiers.stops.judge_done`)
 stopped (text)                            a call  0: another tool call where the expert stopped
-made a call                               text    0: stopped where the expert made a call
+made a call                               text    the world's state decides
+                                                  (:mod:`pivot_envs.verifiers.stops`): right
+                                                  where the task is already done (or, in an
+                                                  information task, the answer carries every
+                                                  fact the expert told); else 0
 made a call                               a call  ``calls`` decides (the domain's verifier)
 ========================================  ======  =====================================
+
+The world's state (``world_state``, default on) is read off the pivot's world (``world``, else the
+pivot's domain world) with what extraction records of the expert's later turns (``pivot.meta["after"]``):
+:class:`~pivot_envs.verifiers.task_states.TaskStates`. A pivot without a world or that record keeps the rule
+before the state was read: a stop where the expert made a call is 0. A world that fails is an error.
 
 ``facts`` is the episode success rule's fact recall (:func:`pivot_envs.facts.answer_facts`
 and :func:`pivot_envs.facts.facts_given`, one implementation for both): a *fact* is a value of an
@@ -40,6 +51,9 @@ from pivot_envs.types import Action, Pivot, VerifyResult, content_text
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.normalize import PivotCache
 from pivot_envs.verifiers.compose import PicklesByConfig, _arun_child, _broadcast, _run_child, build_child
+from pivot_envs.verifiers.stops import expert_text, judge_done, judge_stop_at_call
+from pivot_envs.verifiers.task_states import TaskStates
+from pivot_envs.worlds import TaskState, WorldError
 
 
 def expert_stopped(pivot: Pivot) -> bool:
@@ -112,20 +126,28 @@ class FactsVerifier(PicklesByConfig, Verifier):
 @register_verifier("final_turn")
 @dataclass
 class FinalTurnVerifier(PicklesByConfig, Verifier):
-    """Routes on the stop decision (see the module table): both stopped -> ``answer``; both made
-    calls -> ``calls``; one stopped and the other did not -> 0. Each child runs once per batch."""
+    """Routes on the stop decision (see the module table): both made calls -> ``calls``; the action stopped ->
+    the stop rules (the world's state, then ``answer``); the expert stopped and the action made a call -> 0.
+    Each child runs once per batch."""
 
     calls: Any = "tool_call"
     """Verifier spec for turns where the expert made a tool call."""
     answer: Any = "facts"
     """Verifier spec for turns where the expert stopped with an answer (``facts``, a judge, ...)."""
+    world_state: bool = True
+    """Judge stops by the world's state (:mod:`pivot_envs.verifiers.stops`); ``False``: the rule before it, a stop
+    where the expert made a call is 0 and every answer goes to ``answer``."""
+    world: Any = None
+    """The world the state is read from (a world spec); ``None``: the pivot's domain world."""
 
     _calls: Verifier = field(init=False, repr=False, compare=False)
     _answer: Verifier = field(init=False, repr=False, compare=False)
+    _states: TaskStates = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._calls = build_child(self.calls)
         self._answer = build_child(self.answer)
+        self._states = TaskStates(self.world)
 
     def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
         return self.verify_many([action], [pivot])[0]
@@ -133,14 +155,23 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
     def _split(self, actions: Sequence[Any], pivots: Sequence[Pivot] | Pivot) -> tuple[list[Action], list[Pivot], list[VerifyResult | None]]:
         pivot_list = _broadcast(pivots, len(actions))
         parsed = [parse_action(a) for a in actions]
-        return parsed, pivot_list, [self._mismatch(a, p) for a, p in zip(parsed, pivot_list)]
+        return parsed, pivot_list, [self._decide_here(a, p) for a, p in zip(parsed, pivot_list)]
 
-    def _mismatch(self, action: Action, pivot: Pivot) -> VerifyResult | None:
+    def _decide_here(self, action: Action, pivot: Pivot) -> VerifyResult | None:
+        """The verdict of a turn the children do not decide (a stop, a call where the expert stopped), or None."""
         stopped = not action.tool_calls
         if expert_stopped(pivot) and not stopped:
             return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
-        if stopped and not expert_stopped(pivot):
-            return VerifyResult(0.0, False, self.name, "stopped (no tool call) where the expert made a tool call")
+        if not stopped:
+            return None
+        try:
+            state = self._states.get(pivot) if self.world_state else None
+        except (WorldError, ValueError) as exc:
+            return VerifyResult.failure(self.name, f"pivot {pivot.id}: reading the task's state in its world: {exc}")
+        if not expert_stopped(pivot):
+            return judge_stop_at_call(action, pivot, state)
+        if _done_state(state):
+            return judge_done(action, pivot, expert_text(pivot))
         return None
 
     def _routes(self, pivots: list[Pivot], out: list[VerifyResult | None]) -> list[tuple[Verifier, list[int]]]:
@@ -173,3 +204,8 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
 
     async def averify(self, action: Action, pivot: Pivot) -> VerifyResult:
         return (await self.averify_many([action], [pivot]))[0]
+
+
+def _done_state(state: TaskState | None) -> bool:
+    """A state task whose world already holds the expert's final state."""
+    return state is not None and state.changes_state and state.done

@@ -17,6 +17,8 @@ Names (applied in the order given):
 - ``strip_quotes``: remove one pair of matching surrounding quotes (``'x'``, ``"x"``, `` `x` ``).
 - ``remove_articles``: drop the English words *a*, *an*, *the*.
 - ``nfkc``: Unicode NFKC normalisation (full-width letters, ligatures...).
+- ``shell_words``: a shell command's canonical spelling, its meaning kept (quoting and spacing between
+  words only: :mod:`~pivot_envs.verifiers.shell_words`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from pivot_envs.types import Message, Pivot
+from pivot_envs.verifiers.shell_words import shell_words
 
 Normalizer = Callable[[str], str]
 
@@ -81,6 +84,7 @@ NORMALIZERS: dict[str, Normalizer] = {
     "remove_articles": lambda s: _ARTICLES.sub("", s),
     "nfkc": lambda s: unicodedata.normalize("NFKC", s),
     "bfcl": _bfcl,
+    "shell_words": shell_words,
 }
 """The named string normalisers (a registry: read it, do not mutate it at run time)."""
 

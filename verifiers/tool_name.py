@@ -16,7 +16,9 @@ matter). The key of a call is:
 ``aliases`` maps a category to tool names (and ``"bash:<word>"`` entries),
 e.g. ``{"read": ["open", "open_file", "view", "bash:cat"]}``, or is the string
 ``"swe"`` for :data:`SWE_ALIASES`. When the expert made no call, the action
-passes when it makes none either.
+passes when it makes none either. With ``same_target`` a one-call turn must also
+act on what the expert's call acted on (the same file, overlapping lines, a search
+for the same words: :mod:`~pivot_envs.verifiers.call_targets`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 from pivot_envs.types import Action, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
+from pivot_envs.verifiers.call_targets import call_targets, target_difference
 from pivot_envs.verifiers.compose import PicklesByConfig
 from pivot_envs.verifiers.normalize import BadArguments, PivotCache, message_calls, parse_arguments
 
@@ -103,6 +106,9 @@ class ToolNameVerifier(PicklesByConfig, Verifier):
     """Tool names whose calls run a shell command."""
     shell_argument: str = "command"
     """The argument holding the command line of a shell-tool call."""
+    same_target: bool = False
+    """Also require a one-call turn to act on what the expert's call acted on: the same file, overlapping lines,
+    a search for the same words (:mod:`pivot_envs.verifiers.call_targets`)."""
 
     _category: dict[str, str] = field(init=False, repr=False, compare=False)
     _cache: PivotCache = field(init=False, repr=False, compare=False)
@@ -133,6 +139,19 @@ class ToolNameVerifier(PicklesByConfig, Verifier):
                 return self._category.get(keyed, keyed)
         return self._category.get(name, name)
 
+    def _target_difference(self, expert: dict, action: dict) -> str | None:
+        """How the action's one call acts on something else than the expert's one call (None: the same, or not
+        one call on each side)."""
+        expert_calls, action_calls = message_calls(expert), message_calls(action)
+        if len(expert_calls) != 1 or len(action_calls) != 1:
+            return None
+        if self.classify_shell and (expert_calls[0][0] in self.shell_tools or action_calls[0][0] in self.shell_tools):
+            return None  # a shell call is keyed by its program
+        want, got = parse_arguments(expert_calls[0][1]), parse_arguments(action_calls[0][1])
+        if isinstance(want, BadArguments) or isinstance(got, BadArguments):
+            return None
+        return target_difference(call_targets(want), call_targets(got), expert_calls[0][0] == action_calls[0][0])
+
     def _keys(self, message: dict) -> Counter:
         return Counter(self.key(name, raw) for name, raw in message_calls(message))
 
@@ -144,7 +163,10 @@ class ToolNameVerifier(PicklesByConfig, Verifier):
         got = self._keys(action.message)
         if got == expected:
             what = ", ".join(sorted(expected.elements())) or "no tool call"
-            return VerifyResult(1.0, True, self.name, f"same tools: [{what}]")
+            differs = self._target_difference(pivot.expert, action.message) if self.same_target else None
+            if differs:
+                return VerifyResult(0.0, False, self.name, f"same tools: [{what}], but {differs}")
+            return VerifyResult(1.0, True, self.name, f"same tools: [{what}]" + (" on the same target" if self.same_target else ""))
         return VerifyResult(
             0.0, False, self.name, f"tools differ: expected [{', '.join(sorted(expected.elements()))}], "
             f"got [{', '.join(sorted(got.elements()))}]"

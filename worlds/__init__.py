@@ -10,6 +10,7 @@ zero-argument factory. A World *instance* is refused: it would be shared (see :m
 from __future__ import annotations
 
 from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, context_calls, json_by_value, normalize_output
+from pivot_envs.worlds.task_state import TaskState, task_state
 from pivot_envs.worlds.registry import (
     ENTRY_POINT_GROUP,
     WORLDS,
@@ -30,6 +31,7 @@ from pivot_envs.worlds.registry import (
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "TaskState",
     "ToolResult",
     "WORLDS",
     "World",
@@ -49,6 +51,7 @@ __all__ = [
     "world_names",
     "world_origin",
     "world_plugin_errors",
+    "task_state",
     "json_by_value",
     "normalize_output",
 ]

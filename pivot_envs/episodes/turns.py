@@ -23,7 +23,7 @@ import dataclasses
 from typing import Any, Sequence
 
 from pivot_envs.domains import Domain
-from pivot_envs.pipeline.extract import _make_pivot
+from pivot_envs.pipeline.extract import make_pivot
 from pivot_envs.types import Action, Message, Pivot, Trajectory, content_text, stable_hash
 from pivot_envs.verifiers import Verifier, build_verifier
 
@@ -47,7 +47,7 @@ def expert_pivot(task: Trajectory, i: int, domain: Domain | None, tools: list[di
     (:func:`pivot_envs.pipeline.extract.extract_pivots`: context, expert, fixture at the turn, world
     settings), or without a domain the plain cut; ``tools`` stand in for a task that lists none."""
     if domain is not None:
-        pivot = _make_pivot(task, i, domain)
+        pivot = make_pivot(task, i, domain)
     else:
         pivot = Pivot(id=stable_hash("", task.id, i), domain="", context=task.messages[:i], expert=task.messages[i],
                       tools=task.tools, fixture=task.fixture, meta={"trajectory_id": task.id, "turn": i})

@@ -44,6 +44,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pivot_envs.after import after_turn, final_answer
 from pivot_envs.formats.infer_tools import infer_tools
 from pivot_envs.jsonl import BadRowError, ReadReport
 from pivot_envs.types import Message, Pivot, Trajectory
@@ -267,14 +268,18 @@ def _instruction_text(scenario: dict[str, Any]) -> str:
 
 def tau2_pivots(trajectories: list[Trajectory]) -> list[Pivot]:
     """One pivot per expected action of tau2 trajectories: the context holds the task's earlier actions
-    and their results; ``meta["world"]`` carries the task's digest probes (for ``world_exec``)."""
+    and their results; ``meta["world"]`` carries the task's digest probes (for ``world_exec``), ``meta["after"]``
+    what the expert did after it (:func:`pivot_envs.pipeline.extract.after_turn`: a stop there is judged by the
+    world's state)."""
     out = []
     for traj in trajectories:
+        final = final_answer(traj.messages)
         for i, message in enumerate(traj.messages):
             if message.get("role") == "assistant" and message.get("tool_calls"):
+                meta = {"trajectory_id": traj.id, "turn": i, "world": {"config": {"probes": traj.meta.get("probes", [])}},
+                        "after": after_turn(traj.messages, i, final)}
                 out.append(Pivot(id=f"{traj.id}#{i}", domain="", context=traj.messages[:i], expert=message,
-                                 tools=traj.tools, meta={"trajectory_id": traj.id,
-                                                         "world": {"config": {"probes": traj.meta.get("probes", [])}}}))
+                                 tools=traj.tools, meta=meta))
     return out
 
 
