@@ -296,10 +296,21 @@ def terminal_actions(pivot: Pivot, others: list[str], tree: dict[str, str | None
 # --------------------------------------------------------------------------- tool calls
 
 
-def _numbers_respelled(args: dict[str, Any]) -> dict[str, Any] | None:
+def _integer_keys(pivot: Pivot, name: str) -> set[str]:
+    """The arguments of tool ``name`` whose schema type is ``integer`` (``5.0`` is another JSON type there)."""
+    for tool in pivot.tools:
+        fn = tool.get("function", tool)
+        if fn.get("name") == name:
+            props = (fn.get("parameters") or {}).get("properties") or {}
+            return {k for k, v in props.items() if isinstance(v, dict) and v.get("type") == "integer"}
+    return set()
+
+
+def _numbers_respelled(args: dict[str, Any], integers: set[str]) -> dict[str, Any] | None:
+    """Whole numbers written with a decimal point, where the schema says ``number``."""
     out, changed = {}, False
     for key, value in args.items():
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int) and not isinstance(value, bool) and key not in integers:
             out[key], changed = float(value), True
         else:
             out[key] = value
@@ -316,13 +327,14 @@ def call_actions(pivot: Pivot, others: list[tuple[str, dict[str, Any]]], rng: ra
         return []
     name, args = found
     out: Labelled = []
-    if len(args) >= 2:
+    single = len(pivot.expert.get("tool_calls") or []) == 1  # a maker rewrites one call: the expert's only one
+    if single and len(args) >= 2:
         out.append(("key_order", "right", call(name, dict(reversed(list(args.items()))))))
-    respelled_numbers = _numbers_respelled(args)
-    if respelled_numbers is not None:
+    respelled_numbers = _numbers_respelled(args, _integer_keys(pivot, name))
+    if single and respelled_numbers is not None:
         out.append(("number_spelling", "right", call(name, respelled_numbers)))
     upper = {k: (v.upper() if k in caseless and isinstance(v, str) else v) for k, v in args.items()}
-    if upper != args:
+    if single and upper != args:
         out.append(("caseless", "right", call(name, upper)))
     for alt in (pivot.meta.get("alternatives") or [])[:2]:
         out.append(("recorded", "right", copy.deepcopy(alt)))
@@ -375,14 +387,16 @@ def search_actions(pivot: Pivot, others: list[tuple[str, dict[str, Any]]], rng: 
 class Where:
     """Where a task stands at a pivot, read off its world by the benchmark: ``changes_state`` (the expert's calls
     change the world), ``done`` (the world at the pivot already holds the expert's final state), ``final`` (the
-    expert's final answer), ``final_has_facts`` (it reports values a tool returned) and ``facts_found`` (every such
-    value had been returned before the pivot)."""
+    expert's final answer), ``final_has_facts`` (it reports values a tool returned), ``facts_found`` (every such
+    value had been returned before the pivot) and ``facts_returned`` (some had: a stop that leaves them out is
+    wrong; at a text pivot, the facts of the expert's own answer there)."""
 
     changes_state: bool
     done: bool
     final: str | None
     final_has_facts: bool
     facts_found: bool
+    facts_returned: bool
 
 
 def stop_actions(pivot: Pivot, where: Where | None, other_answers: list[str], rng: random.Random,
@@ -392,7 +406,7 @@ def stop_actions(pivot: Pivot, where: Where | None, other_answers: list[str], rn
     out: Labelled = [("refusal", "wrong", text(REFUSAL))]
     expert_called = bool(pivot.expert.get("tool_calls"))
     final = where.final if where is not None else None
-    bare_done = where is not None and where.changes_state and where.done and not where.final_has_facts
+    bare_done = where is not None and where.changes_state and where.done and not where.facts_returned
     others = [a for a in other_answers if a and a != final]
     if others and not bare_done:  # a bare confirmation where the task is done: any answer but a refusal is right
         out.append(("other_answer", "wrong", text(rng.choice(others))))

@@ -115,8 +115,11 @@ class Oracle:
         final, last = final_answer(task)
         facts = answer_facts(task.messages[:last], final) if final else []
         found = set(answer_facts(pivot.context, final)) if final else set()
+        own = None if pivot.expert.get("tool_calls") else content_text(pivot.expert.get("content"))
+        returned = bool(answer_facts(pivot.context, own)) if own is not None else bool(found)
         return la.Where(changes_state=not outcome.read_only, done=self.world.digest() == outcome.expert_digest,
-                        final=final, final_has_facts=bool(facts), facts_found=all(f in found for f in facts))
+                        final=final, final_has_facts=bool(facts), facts_found=all(f in found for f in facts),
+                        facts_returned=returned)
 
     def tree(self, pivot: Pivot, task: Trajectory) -> dict[str, str | None]:
         """The terminal work tree's files at the pivot (path -> text; ``None`` for binary files)."""

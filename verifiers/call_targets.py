@@ -12,13 +12,15 @@ things (``open_file`` of another module, an ``edit`` of other lines, a search fo
   lower-casing).
 
 A target the expert's call names must be named by the action's call too; of those it does not name, only a file is
-refused, from another tool (``open_file`` of some file where the expert scrolled the open one); the rest are free. A shell call
+refused, from another tool, unless it is the file the conversation last named (``open_file`` of another file where
+the expert scrolled the open one is wrong; of the open one, right); the rest are free. A shell call
 (``bash: grep -n x f`` for ``search_file``) is judged by its program, as ``tool_name`` keys it. What an edit writes
 is not compared: that is for the tests to tell.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rapidfuzz import fuzz
@@ -44,6 +46,20 @@ def call_targets(arguments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def last_path(messages: list[dict[str, Any]]) -> str | None:
+    """The file the last assistant call of ``messages`` that names one acts on (the open file), or None."""
+    for message in reversed(messages):
+        for call in reversed(message.get("tool_calls") or []) if message.get("role") == "assistant" else []:
+            try:
+                args = json.loads((call.get("function") or {}).get("arguments") or "{}")
+            except (json.JSONDecodeError, TypeError):
+                continue
+            path = call_targets(args).get("path") if isinstance(args, dict) else None
+            if path:
+                return path
+    return None
+
+
 def _path(value: str) -> str:
     value = value.strip()
     while value.startswith("./"):
@@ -66,9 +82,11 @@ def _lines(arguments: dict[str, Any]) -> tuple[int, int] | None:
     return (line, line) if line is not None else None
 
 
-def target_difference(expert: dict[str, Any], action: dict[str, Any], same_tool: bool = False) -> str | None:
+def target_difference(expert: dict[str, Any], action: dict[str, Any], same_tool: bool = False,
+                      open_file: str | None = None) -> str | None:
     """Why ``action``'s targets differ from ``expert``'s (see the module docstring), or None. ``same_tool``: both
-    calls are to one tool (then a file the expert's call does not name is an option of it, ``run_tests(path)``)."""
+    calls are to one tool (then a file the expert's call does not name is an option of it, ``run_tests(path)``);
+    ``open_file``: the file the conversation last named (the one ``scroll_down`` acts on)."""
     for kind, want in expert.items():
         got = action.get(kind)
         if got is None:
@@ -79,6 +97,6 @@ def target_difference(expert: dict[str, Any], action: dict[str, Any], same_tool:
             return f"other lines: {got[0]}-{got[1]} where the expert's call acts on {want[0]}-{want[1]}"
         if kind == "term" and fuzz.token_set_ratio(got, want) < TERM_THRESHOLD:
             return f"another search: {got!r} where the expert searched {want!r}"
-    if "path" in action and "path" not in expert and not same_tool:
+    if "path" in action and "path" not in expert and not same_tool and action["path"] != open_file:
         return f"acts on {action['path']!r} where the expert's call names no file"
     return None

@@ -60,10 +60,12 @@ SHELL_SAME: dict[str, Any] = {"name": "fuzzy", "target": "argument:command", "sc
 threshold 100 is sound: one character less can be another file or another flag. Every other difference goes on
 to ``exec``, which runs both commands."""
 
-SHELL_EFFECT: dict[str, Any] = {"name": "exec", "command_from_content": "fenced", "output": "information"}
+SHELL_EFFECT: dict[str, Any] = {"name": "exec", "command_from_content": "fenced", "output": "information",
+                                "ignore_paths": []}
 """The terminal cascade's decider: both commands run from the pivot's state; the same file changes, agreeing
 exit statuses, and an output that carries what the expert's showed without being a dump
-(:mod:`pivot_envs.verifiers.information`). A text reply is no command (``fenced``)."""
+(:mod:`pivot_envs.verifiers.information`). A text reply is no command (``fenced``). Every path counts, as in the
+terminal world's digest: a task may be to delete ``__pycache__`` folders, which ``exec`` leaves out by default."""
 
 
 SAME_WORDS: dict[str, Any] = {"name": "fuzzy", "target": "argument:query", "scorer": "token_set_ratio",

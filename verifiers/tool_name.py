@@ -31,7 +31,7 @@ from typing import Any
 
 from pivot_envs.types import Action, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
-from pivot_envs.verifiers.call_targets import call_targets, target_difference
+from pivot_envs.verifiers.call_targets import call_targets, last_path, target_difference
 from pivot_envs.verifiers.compose import PicklesByConfig
 from pivot_envs.verifiers.normalize import BadArguments, PivotCache, message_calls, parse_arguments
 
@@ -139,10 +139,10 @@ class ToolNameVerifier(PicklesByConfig, Verifier):
                 return self._category.get(keyed, keyed)
         return self._category.get(name, name)
 
-    def _target_difference(self, expert: dict, action: dict) -> str | None:
+    def _target_difference(self, pivot: Pivot, action: dict) -> str | None:
         """How the action's one call acts on something else than the expert's one call (None: the same, or not
         one call on each side)."""
-        expert_calls, action_calls = message_calls(expert), message_calls(action)
+        expert_calls, action_calls = message_calls(pivot.expert), message_calls(action)
         if len(expert_calls) != 1 or len(action_calls) != 1:
             return None
         if self.classify_shell and (expert_calls[0][0] in self.shell_tools or action_calls[0][0] in self.shell_tools):
@@ -150,7 +150,8 @@ class ToolNameVerifier(PicklesByConfig, Verifier):
         want, got = parse_arguments(expert_calls[0][1]), parse_arguments(action_calls[0][1])
         if isinstance(want, BadArguments) or isinstance(got, BadArguments):
             return None
-        return target_difference(call_targets(want), call_targets(got), expert_calls[0][0] == action_calls[0][0])
+        return target_difference(call_targets(want), call_targets(got), expert_calls[0][0] == action_calls[0][0],
+                                 last_path(pivot.context))
 
     def _keys(self, message: dict) -> Counter:
         return Counter(self.key(name, raw) for name, raw in message_calls(message))
@@ -163,7 +164,7 @@ class ToolNameVerifier(PicklesByConfig, Verifier):
         got = self._keys(action.message)
         if got == expected:
             what = ", ".join(sorted(expected.elements())) or "no tool call"
-            differs = self._target_difference(pivot.expert, action.message) if self.same_target else None
+            differs = self._target_difference(pivot, action.message) if self.same_target else None
             if differs:
                 return VerifyResult(0.0, False, self.name, f"same tools: [{what}], but {differs}")
             return VerifyResult(1.0, True, self.name, f"same tools: [{what}]" + (" on the same target" if self.same_target else ""))
