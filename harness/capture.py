@@ -15,8 +15,11 @@ followed by the sampled tokens. It does not when the harness edited its history 
 summarised, reformatted a tool call) or when the chat template renders the assistant turn differently from
 the tokens the model sampled (a structured ``tool_calls`` field rendered as text, a different end-of-turn
 token). :func:`extends_previous` checks it token by token and a call where it fails is marked
-``retokenized``; the rollout counts them. Nothing is ever spliced: the trainer trains on each call as its
-own row (its prompt, its completion), so a retokenized call costs nothing but is reported.
+``retokenized``; the rollout counts them. One more reason never counts as retokenization: a prompt the policy's
+window cut (``prompt_cut``: longer than ``max_prompt_tokens``, its middle dropped as training drops it) cannot
+extend the previous one, whatever the harness did; such calls are counted apart (``window_cut_calls``). Nothing is
+ever spliced: the trainer trains on each call as its own row (its prompt, its completion), so a retokenized call
+costs nothing but is reported.
 """
 
 from __future__ import annotations
@@ -50,8 +53,9 @@ class CapturedCall:
         latency_s: seconds from the request's arrival to the answer.
         sample_s: seconds of it the policy spent sampling (the batch the call was in).
         queue_s: seconds of it the call waited for the policy (other calls' batch being sampled).
-        retokenized: this call's prompt does not start with the previous call's prompt + completion (``None``:
-            not checkable, a call without token ids).
+        retokenized: this call's prompt does not start with the previous call's prompt + completion, and the
+            window did not cut it (``None``: not checkable, a call without token ids).
+        prompt_cut: the policy's window cut the prompt (it reached ``max_prompt_tokens``).
         executed_tool_calls: ids of this call's tool calls that the harness then executed in the world.
     """
 
@@ -70,6 +74,7 @@ class CapturedCall:
     sample_s: float = 0.0
     queue_s: float = 0.0
     retokenized: bool | None = False
+    prompt_cut: bool = False
     executed_tool_calls: list[str] = field(default_factory=list)
 
     @property
@@ -92,7 +97,7 @@ class CapturedCall:
                 "logprobs": self.logprobs, "policy_version": self.policy_version, "index": self.index,
                 "text": self.text, "message": self.message, "finish_reason": self.finish_reason,
                 "latency_s": self.latency_s, "sample_s": self.sample_s, "queue_s": self.queue_s,
-                "overhead_s": self.overhead_s, "retokenized": self.retokenized,
+                "overhead_s": self.overhead_s, "retokenized": self.retokenized, "prompt_cut": self.prompt_cut,
                 "executed_tool_calls": list(self.executed_tool_calls), "messages": self.messages,
                 "tools": self.tools, "request": self.request}
 
@@ -112,12 +117,13 @@ def extends_previous(previous: CapturedCall | None, call: CapturedCall) -> bool 
 
 
 def capture_summary(calls: Sequence[CapturedCall]) -> dict[str, Any]:
-    """Counts over a rollout's calls: ``calls``, ``retokenized_calls``, ``completion_tokens``,
+    """Counts over a rollout's calls: ``calls``, ``retokenized_calls``, ``window_cut_calls``, ``completion_tokens``,
     ``untrainable_calls`` and the mean ``capture_overhead_ms``."""
     overhead = [c.overhead_s for c in calls]
     return {
         "calls": len(calls),
         "retokenized_calls": sum(1 for c in calls if c.retokenized is True),
+        "window_cut_calls": sum(1 for c in calls if c.prompt_cut),
         "completion_tokens": sum(len(c.completion_token_ids or []) for c in calls),
         "untrainable_calls": sum(1 for c in calls if not c.trainable),
         "capture_overhead_ms": 1000.0 * sum(overhead) / len(overhead) if overhead else None,

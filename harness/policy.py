@@ -73,7 +73,8 @@ class PolicyAnswer:
     (``sample_s``: the whole batch the call was in) and how long the call waited for its batch (``queued_s``).
 
     ``message``: an assistant message the backend already parsed (an upstream server's ``tool_calls``);
-    ``None``: the endpoint parses ``text``.
+    ``None``: the endpoint parses ``text``. ``prompt_cut``: the prompt reached the agent's window
+    (``max_prompt_tokens``), so its middle was dropped.
     """
 
     text: str
@@ -85,6 +86,7 @@ class PolicyAnswer:
     stopped: bool = True
     message: Message | None = None
     queued_s: float = 0.0
+    prompt_cut: bool = False
 
 
 class HarnessPolicy:
@@ -173,7 +175,7 @@ class EnginePolicy(HarnessPolicy):
             return
         for (request, future, enqueued), prompt, group in zip(batch, prompts, groups):
             completion = group[0]
-            answer = PolicyAnswer(text=completion.text, prompt_token_ids=prompt,
+            answer = PolicyAnswer(text=completion.text, prompt_token_ids=prompt, prompt_cut=self._cut(prompt),
                                   token_ids=None if completion.token_ids is None else list(completion.token_ids),
                                   logprobs=None if completion.logprobs is None else list(completion.logprobs),
                                   policy_version=version, sample_s=sample_s,
@@ -186,6 +188,10 @@ class EnginePolicy(HarnessPolicy):
         if tokenizer is None or config is None:
             return None
         return encode_prompt(tokenizer, pivot, config)
+
+    def _cut(self, prompt: list[int] | None) -> bool:
+        limit = getattr(getattr(self.agent, "prompt_config", None), "max_prompt_tokens", None)
+        return prompt is not None and limit is not None and len(prompt) >= limit
 
     def _decode(self) -> Callable[[list[int]], str] | None:
         tokenizer = getattr(self.agent, "tokenizer", None)

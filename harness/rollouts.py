@@ -202,7 +202,7 @@ class HarnessRollouts:
                                                       "answered")
             previous = rollout.calls[-1] if rollout.calls else None
             extends = extends_previous(previous, call)
-            call.retokenized = None if extends is None else not extends
+            call.retokenized = None if extends is None else not (extends or call.prompt_cut)
             call.index = len(rollout.calls)
             rollout.calls.append(call)
             rollout.call_seq.append(rollout.next_seq())
@@ -230,7 +230,8 @@ class HarnessRollouts:
                             request=request.rest, prompt_token_ids=answer.prompt_token_ids,
                             completion_token_ids=answer.token_ids, logprobs=answer.logprobs,
                             policy_version=answer.policy_version, text=answer.text, message=message,
-                            finish_reason=finish, sample_s=answer.sample_s, queue_s=answer.queued_s)
+                            finish_reason=finish, sample_s=answer.sample_s, queue_s=answer.queued_s,
+                            prompt_cut=answer.prompt_cut)
 
     # ------------------------------------------------------------------ tool calls (the world, the user)
     def tools_of(self, rollout_id: str) -> list[dict[str, Any]]:

@@ -78,6 +78,7 @@ class HarnessStats:
     failed: int = 0
     calls: int = 0
     retokenized_calls: int = 0
+    window_cut_calls: int = 0
     uncaptured_tool_calls: int = 0
     unexecuted_tool_calls: int = 0
     untrainable_calls: int = 0
@@ -107,6 +108,7 @@ class HarnessStats:
         res = outcome.result
         self.calls += len(res["calls"])
         self.retokenized_calls += int(res["retokenized_calls"])
+        self.window_cut_calls += int(res["capture"].get("window_cut_calls", 0))
         self.uncaptured_tool_calls += int(res["uncaptured_tool_calls"])
         self.unexecuted_tool_calls += int(res["unexecuted_tool_calls"])
         self.untrainable_calls += int(res["capture"]["untrainable_calls"])

@@ -127,6 +127,23 @@ def test_retokenization_is_detected_when_a_harness_edits_its_history(server, cli
     assert prompts[2] != prompts[1][: len(prompts[2])]  # nothing spliced: each call keeps its own prompt
 
 
+def test_a_prompt_the_window_cut_is_not_counted_as_retokenized(agent, server, client):
+    """Past the policy's window (``max_prompt_tokens``) the prompt's middle is dropped, as in training: it cannot
+    extend the previous prompt whatever the harness did, so it is counted apart, never as retokenization."""
+    opened = _open(client, server, index=0)
+    base, messages, tools = opened["base_url"], list(opened["messages"]), opened["tools"]
+    first = client.post(base + "/chat/completions", json={"messages": messages, "tools": tools}).json()
+    messages.append(first["choices"][0]["message"])
+    messages.append({"role": "user", "content": "Here is the listing: " + " ".join(f"file{i}.txt" for i in range(300))})
+    assert client.post(base + "/chat/completions", json={"messages": messages, "tools": tools}).status_code == 200
+    result = client.post(_finish_url(opened)).json()
+    window = agent.prompt_config.max_prompt_tokens
+    first_call, second = result["calls"]
+    assert len(first_call["prompt_token_ids"]) < window == len(second["prompt_token_ids"])
+    assert first_call["prompt_cut"] is False and second["prompt_cut"] is True and second["retokenized"] is False
+    assert result["retokenized_calls"] == 0 and result["capture"]["window_cut_calls"] == 1
+
+
 def test_bad_requests_are_refused_naming_the_field(server, client):
     url = server.url + "/harness/rollouts"
     unknown = client.post(url, json={"env": "pivot/Nope-Episode-v0"})

@@ -87,7 +87,7 @@ def failure_text(outcome: Any, tail: int = TAIL_IN_ROW) -> str:
 def harness_fields(name: str, stats: Any) -> dict[str, Any]:
     """The metrics row's harness columns of one step (``stats``: :class:`~pivot_envs.harness.source.HarnessStats`)."""
     first = stats.failures[0] if stats.failures else None
-    return {"harness": name, "retokenized_calls": stats.retokenized_calls,
+    return {"harness": name, "retokenized_calls": stats.retokenized_calls, "window_cut_calls": stats.window_cut_calls,
             "capture_overhead_ms": stats.capture_overhead_ms, "harness_runs": stats.runs,
             "harness_failures": stats.harness_failures, "harness_failure_rate": stats.failure_rate,
             "harness_abandoned": stats.abandoned, "uncaptured_tool_calls": stats.uncaptured_tool_calls,

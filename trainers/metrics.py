@@ -34,6 +34,7 @@ Rows of the episode trainer with an external harness (``harness:``, :mod:`pivot_
 
     harness                           the harness command (or callable) that played the step's episodes
     retokenized_calls                 captured calls whose prompt did not extend the previous prompt + completion
+    window_cut_calls                  captured calls whose prompt the policy's window cut (never counted as retokenized)
     capture_overhead_ms               the endpoint's own time per call (latency - sampling - queue wait)
     harness_runs, harness_failures    runs; runs whose harness failed (a non-zero exit, killed, could not start)
     harness_failure_rate              harness_failures / harness_runs (past max_harness_failure_rate the run stops)
