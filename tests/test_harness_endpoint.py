@@ -294,6 +294,9 @@ def test_pivot_envs_serve_policy_mounts_the_endpoint():
     with TestClient(create_app(domains=["terminal"], policy="replay")) as client:
         opened = client.post("/harness/rollouts", json={"env": ENV_ID, "split": "test", "index": 0}).json()
         assert opened["base_url"].endswith(f"/harness/rollouts/{opened['rollout_id']}/v1")
+        # what the trainer's task file holds, too
+        assert opened["model"] == "policy" and opened["system"] == opened["messages"][0]["content"]
+        assert opened["task"] == opened["messages"][1]["content"] and opened["user"] is None
         base = "/" + opened["base_url"].split("/", 3)[3]
         answer = client.post(base + "/chat/completions", json={"messages": opened["messages"], "tools": opened["tools"]})
         expert = next(m for m in EpisodeEnv(tasks="bundled:terminal:test", domain="terminal").tasks[0].messages
@@ -303,6 +306,19 @@ def test_pivot_envs_serve_policy_mounts_the_endpoint():
         result = client.post(base.rsplit("/v1", 1)[0] + "/finish").json()
         assert result["calls"][0]["completion_token_ids"] is None and result["unexecuted_tool_calls"] == 1
         assert client.post("/harness/rollouts", json={"env": "pivot/ToolUse-Episode-v0"}).status_code == 400
+
+
+def test_serve_without_a_policy_says_how_to_turn_the_harness_routes_on():
+    from fastapi.testclient import TestClient
+
+    from pivot_envs.serve.app import create_app
+
+    with TestClient(create_app(domains=["terminal"])) as client:
+        for method, path in (("POST", "/harness/rollouts"), ("POST", "/harness/rollouts/w1-x/v1/chat/completions"),
+                             ("GET", "/harness/rollouts/w1-x")):
+            answer = client.request(method, path)
+            assert answer.status_code == 404 and "--policy" in answer.json()["detail"]["message"], (path, answer.text)
+        assert client.get("/health").status_code == 200
 
 
 def test_serve_refuses_a_policy_with_several_workers():

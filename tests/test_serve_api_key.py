@@ -167,6 +167,24 @@ def test_the_minimal_harness_plays_a_task_against_a_server_with_a_key(server, tm
     assert result["success"] is True and result["user_messages"] >= 1, result["reason"]
 
 
+@pytest.mark.slow
+def test_the_agents_sdk_example_plays_a_task_against_a_server_with_a_key(server, tmp_path):
+    """A third-party client with the key: the OpenAI Agents SDK's model and MCP client send it as the docs say."""
+    sdk = subprocess.run([sys.executable, "-c", "import agents.mcp"], cwd=tmp_path, capture_output=True)
+    if sdk.returncode != 0:  # checked outside the repository, whose agents/ folder shadows the SDK's package
+        pytest.skip("the OpenAI Agents SDK is not installed (pip install openai-agents)")
+    opened = _open(server, task_id="tool_use-0-4")
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps(opened))
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "harness_openai_agents.py"), str(task)],
+                          env={**os.environ, "PIVOT_ENVS_API_KEY": KEY, "OPENAI_AGENTS_DISABLE_TRACING": "1"},
+                          capture_output=True, text=True, timeout=scaled(180))
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = httpx.post(opened["base_url"].rsplit("/v1", 1)[0] + "/finish",
+                        headers={"Authorization": f"Bearer {KEY}"}, timeout=scaled(60)).json()
+    assert result["success"] is True and result["user_messages"] >= 1, result["reason"]
+
+
 def test_serve_refuses_a_host_beyond_loopback_without_a_key():
     from typer.testing import CliRunner
 
