@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.experiments.divergence import divergence
 from pivot_envs.experiments.engines import EngineSettings, eval_agents, rl_fields
 from pivot_envs.experiments.evaluation import Sampling, pivot_report, play_tasks
 from pivot_envs.experiments.few_shot_probes import few_shot_probe_set
@@ -45,13 +46,16 @@ from pivot_envs.trainers.metrics import read_metrics
 from pivot_envs.trainers.sft import SFTConfig, train_sft
 from pivot_envs.types import stable_hash
 
-ARMS = ("base", "sft", "pivotrl", "no_filter", "strict_reward", "pvpo", "e2e", "e2e_credit", "arpo")
+ARMS = ("base", "sft", "pivotrl", "sft_pivotrl", "sft_long", "no_filter", "strict_reward", "pvpo", "e2e", "e2e_credit",
+        "arpo")
 """Arm names, in the order of the report's table."""
 
 ARM_TITLES = {
     "base": "Base",
     "sft": "SFT (same pivots, NLL)",
     "pivotrl": "PivotRL (D_adv + functional reward)",
+    "sft_pivotrl": "SFT -> PivotRL (PivotRL from the SFT model, as recipes chain stages)",
+    "sft_long": "SFT trained longer (more passes over the same pivots: where SFT loses OOD ability)",
     "no_filter": "- pivot filtering (random D_cand + functional)",
     "strict_reward": "- functional reward (random D_cand + strict)",
     "pvpo": "PVPO advantages",
@@ -62,6 +66,12 @@ ARM_TITLES = {
 
 EPISODE_ARMS = ("e2e", "e2e_credit", "arpo")
 """Arms trained on whole episodes (tasks) instead of pivots."""
+
+SFT_ARMS = ("sft", "sft_long")
+"""Arms trained by SFT on the pivots' expert actions."""
+
+CHAINED_ARMS = ("sft_pivotrl",)
+"""Arms whose training starts from another arm's trained model (``RunSpec.init``): run after it."""
 
 CURVE_ARMS = ("pivotrl", "e2e", "e2e_credit", "arpo")
 """Arms whose task success is measured along training (``RunSettings.curve_every``): Figure 1's curves."""
@@ -114,6 +124,12 @@ class RunSettings:
         fresh_process: every part runs in a process of its own (a vLLM engine per part, gone with it).
         device: the trainers' and the ``hf`` engine's device (``cpu``; ``auto``: CUDA when there is one).
         rl_lora_r: LoRA rank of the RL arms (alpha = 2 x rank; ``0``: full fine-tuning).
+        divergence_pivots: test pivots at which each arm's KL to the base and entropy are measured on its own
+            samples (the ``divergence`` part: :mod:`~pivot_envs.experiments.divergence`); ``0``: not measured.
+        divergence_k: samples per pivot of that measure.
+        zero_variance: what the RL arms do with a group whose rewards are all equal (``skip``; ``resample``: sample
+            the pivot again, up to ``max_resample`` times: a signal in every step).
+        max_resample: extra sampling rounds of such a group with ``resample``.
     """
 
     root: str
@@ -151,6 +167,10 @@ class RunSettings:
     fresh_process: bool = False
     device: str = "cpu"
     rl_lora_r: int = 0
+    divergence_pivots: int = 0
+    divergence_k: int = 4
+    zero_variance: str = "skip"
+    max_resample: int = 2
 
     def sampling(self) -> Sampling:
         """The evaluations' shared sampling settings."""
@@ -159,11 +179,16 @@ class RunSettings:
                         num_threads=self.num_threads, device=self.device)
 
 
-RUN_LOCAL_FIELDS = ("root", "num_threads", "eval_batch", "fresh_process", "save_every")
-"""Settings that change where or how fast a run goes, never its numbers."""
+RUN_LOCAL_FIELDS = ("root", "num_threads", "eval_batch", "fresh_process", "save_every", "divergence_pivots",
+                    "divergence_k")
+"""Settings that change where or how fast a run goes, or add a measure of its own part, never its numbers."""
 
 TRAINING_FIELDS = ("steps", "pivots_per_step", "group_size", "beta", "warmup_steps", "micro_batch_rows",
-                   "curve_every", "curve_tasks", "curve_seed")
+                   "curve_every", "curve_tasks", "curve_seed", "zero_variance", "max_resample")
+
+ADDED_LATER = {"zero_variance": "skip", "max_resample": 2}
+"""Settings added after runs were saved: hashed into a run's key only when not at their default, so the runs saved
+before keep their folders."""
 """Settings only a trained arm's numbers depend on."""
 
 
@@ -181,6 +206,8 @@ class RunSpec:
             (greedy, mean@k, probes).
         profile_rollouts: rollouts spent profiling the pivots this arm trains on (counted in its budget).
         tasks: training tasks of the episode arms (``e2e``, ``arpo``): a trajectory file.
+        init: the model the training starts from (``None``: the base; ``sft_pivotrl``: the SFT run's final model).
+        steps: optimiser steps of this run (``None``: the settings' ``steps``; ``sft_long`` trains longer).
     """
 
     arm: str
@@ -191,6 +218,8 @@ class RunSpec:
     evals: tuple[str, ...] = ("test",)
     profile_rollouts: int = 0
     tasks: str | None = None
+    init: str | None = None
+    steps: int | None = None
 
     def key(self, settings: RunSettings, *, legacy: bool = False) -> str:
         """Folder name of this run: arm, seed and a hash of everything its numbers depend on. The base is not
@@ -200,7 +229,13 @@ class RunSpec:
         shared = {k: v for k, v in asdict(settings).items() if k not in ignored}
         if legacy or self.arm in ("base", "sft") or not shared.get("rl_lora_r"):
             shared.pop("rl_lora_r", None)  # added later: hashed only where it changes the run
+        for name, default in ADDED_LATER.items():
+            if shared.get(name, default) == default:
+                shared.pop(name, None)
         extra = (self.tasks,) if self.tasks is not None else ()
+        extra += tuple(f"{k}={v}" for k, v in (("init", self.init), ("steps", self.steps)) if v is not None)
+        if self.arm == "sft" and shared.get("warmup_steps") and not legacy:
+            extra += ("sft-warmup",)  # SFT warms up like the RL arms since issue 36: never reuse an SFT run without
         digest = stable_hash(self.arm, self.seed, self.pivots, self.lr, self.label, shared, *extra)[:10]
         return f"{self.arm}-s{self.seed}-{digest}"
 
@@ -245,7 +280,8 @@ PLAYS = {
 }
 """Every part that plays tasks: the prefix of its per-item outcomes and whether it samples at T=1."""
 
-PART_ORDER = ("train", "tasks_sampled", "ood_tasks_sampled", "val_tasks", "tasks", "ood_tasks", "test", "val", "curve")
+PART_ORDER = ("train", "tasks_sampled", "ood_tasks_sampled", "val_tasks", "tasks", "ood_tasks", "test", "val",
+              "divergence", "curve")
 """Which ready part a free worker takes first: training unblocks a run's evaluations, and playing the
 held-out tasks is the longest evaluation."""
 
@@ -267,6 +303,8 @@ def run_parts(spec: RunSpec, settings: RunSettings) -> list[str]:
             parts += ["tasks"] + (["tasks_sampled"] if settings.episode_k > 0 else [])
         if which == "test" and settings.ood_tasks:
             parts += ["ood_tasks", "ood_tasks_sampled"]
+        if which == "test" and settings.divergence_pivots:
+            parts.append("divergence")
     if wants_curve(spec, settings):
         parts.append("curve")
     return parts
@@ -299,7 +337,8 @@ def execute_part(spec: RunSpec, settings: RunSettings, part: str) -> dict[str, A
 def _run_part(spec: RunSpec, settings: RunSettings, part: str, folder: Path) -> dict[str, Any]:
     model = settings.base_model if spec.arm == "base" else str(folder / "train" / "final")
     if part == "train":
-        _say(f"[{folder.name}] training {spec.arm} ({settings.steps} steps, lr {spec.lr:g}) ...")
+        _say(f"[{folder.name}] training {spec.arm} ({spec.steps or settings.steps} steps, lr {spec.lr:g}"
+             + (f", from {spec.init}" if spec.init else "") + ") ...")
         result = _train(spec, settings, folder / "train")
         _say(f"[{folder.name}] trained in {result['seconds']:.0f} s")
     elif part in ("val", "test"):
@@ -316,6 +355,12 @@ def _run_part(spec: RunSpec, settings: RunSettings, part: str, folder: Path) -> 
     elif part == "curve":
         _say(f"[{folder.name}] task success along training ...")
         result = {"points": task_curve(spec, settings, folder)}
+    elif part == "divergence":
+        _say(f"[{folder.name}] KL to the base and entropy at {settings.divergence_pivots} test pivots ...")
+        result = divergence(model, settings.base_model, settings.test_pivots, settings.sampling(), seed=spec.seed,
+                            k=settings.divergence_k, limit=settings.divergence_pivots)
+        _say(f"[{folder.name}] divergence: KL {result['kl_per_token']:.4f} nats/token, entropy "
+             f"{result['entropy_per_token']:.3f} ({result['seconds']:.0f} s)")
     else:
         raise ValueError(f"unknown part {part!r} of run {folder.name}")
     return result
@@ -355,9 +400,12 @@ def assemble_run(spec: RunSpec, settings: RunSettings) -> dict[str, Any]:
             state[which] = dict(parts[which])
     if "test" in state:
         state["test"].update(_task_figures(parts.get("tasks"), parts.get("tasks_sampled")))
+        if "divergence" in parts:
+            state["test"]["divergence"] = {k: v for k, v in parts["divergence"].items() if k != "last_call_seconds"}
         if "ood_tasks" in parts:
             state["test"].update(_ood_figures(parts.get("ood_tasks"), parts.get("ood_tasks_sampled")))
-        state["test"]["seconds"] = round(sum(parts[p]["seconds"] for p in ("test", *TASK_PARTS) if p in parts), 2)
+        state["test"]["seconds"] = round(sum(parts[p]["seconds"] for p in ("test", *TASK_PARTS, "divergence")
+                                             if p in parts), 2)
     if "curve" in parts:
         state["curve"] = parts["curve"]["points"]
     state["profile_rollouts"] = spec.profile_rollouts
@@ -430,7 +478,7 @@ def run_many(specs: Sequence[RunSpec], settings: RunSettings, workers: int = 1) 
 def _train(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
     if spec.lr is None or (spec.pivots is None and spec.tasks is None):
         raise ValueError(f"arm {spec.arm!r} needs training data (pivots or tasks) and a learning rate")
-    if spec.arm == "sft":
+    if spec.arm in SFT_ARMS:
         return _train_sft(spec, settings, out)
     if spec.arm in EPISODE_ARMS:
         return _train_episodes(spec, settings, out)
@@ -460,11 +508,13 @@ def _has_checkpoint(out: Path) -> bool:
 def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
     """The :class:`~pivot_envs.trainers.config.PivotRLConfig` of an RL arm (as a dict)."""
     cfg: dict[str, Any] = dict(
-        model=settings.base_model, output_dir=str(out), domain=settings.domain,
-        pivots=spec.pivots, seed=spec.seed, steps=settings.steps, pivots_per_step=settings.pivots_per_step,
+        model=spec.init or settings.base_model, output_dir=str(out), domain=settings.domain,
+        pivots=spec.pivots, seed=spec.seed, steps=spec.steps or settings.steps,
+        pivots_per_step=settings.pivots_per_step,
         group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
-        beta=settings.beta, zero_variance="skip", log_every=10 ** 6, plots=True,
+        beta=settings.beta, zero_variance=settings.zero_variance, max_resample=settings.max_resample,
+        log_every=10 ** 6, plots=True,
         **trainer_fields(spec, settings, out, settings.pivots_per_step * settings.group_size),
         **lora_fields(settings),
     )
@@ -494,7 +544,17 @@ def _train_rl(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
                 f"{'-' if zv is None else f'{zv:.2f}'}")
 
     result = train_pivotrl(rl_config(spec, settings, out), on_step=_progress(out, settings, describe))
-    return rl_summary(read_metrics(result.metrics_path), settings.group_size, result.seconds)
+    return rl_summary(read_metrics(result.metrics_path), settings.group_size, result.seconds,
+                      pass_steps=steps_per_pass(spec.pivots, settings.pivots_per_step))
+
+
+def steps_per_pass(pivots: str | None, pivots_per_step: int) -> int | None:
+    """Steps of one pass over a training pivot file (``None`` without one)."""
+    if not pivots or not Path(pivots).exists():
+        return None
+    with open(pivots, encoding="utf-8") as f:
+        n = sum(1 for line in f if line.strip())
+    return max(1, math.ceil(n / max(1, pivots_per_step))) if n else None
 
 
 def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
@@ -539,14 +599,23 @@ def _train_episodes(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str
     return summary
 
 
-def rl_summary(rows: Sequence[dict[str, Any]], group_size: int, seconds: float) -> dict[str, Any]:
-    """Totals of an RL run from its metrics rows: rollouts, tokens, zero-variance fraction, reward trend."""
+def rl_summary(rows: Sequence[dict[str, Any]], group_size: int, seconds: float,
+               pass_steps: int | None = None) -> dict[str, Any]:
+    """Totals of an RL run from its metrics rows: rollouts, tokens, zero-variance fraction, reward trend.
+
+    The trend is per pass over the training pivots (``pass_steps`` steps each: every pivot seen once), not per
+    step: one step's reward depends on which pivots it drew. ``reward_first`` / ``reward_last`` are the first and
+    last passes' means (a tenth of the steps each without ``pass_steps``); ``reward_by_pass`` lists them all."""
     groups = sum(int(r.get("groups") or 0) + int(r.get("resampled_groups") or 0) for r in rows)
     completion_tokens = sum((r.get("groups") or 0) * group_size * (r.get("completion_len_mean") or 0.0) for r in rows)
     zero_var = [r["zero_var_frac"] for r in rows if r.get("zero_var_frac") is not None]
     rewards = [r["reward_mean"] for r in rows if r.get("reward_mean") is not None]
     strict = [r["strict_reward_mean"] for r in rows if r.get("strict_reward_mean") is not None]
     tenth = max(1, len(rewards) // 10)
+    span = pass_steps or tenth
+    by_pass = [_mean([r["reward_mean"] for r in rows[i:i + span] if r.get("reward_mean") is not None])
+               for i in range(0, len(rows), span)]
+    by_pass = [m for m in by_pass if m is not None]
     return {
         "kind": "rl",
         "steps": len(rows),
@@ -556,8 +625,10 @@ def rl_summary(rows: Sequence[dict[str, Any]], group_size: int, seconds: float) 
         "completion_tokens": int(round(completion_tokens)),
         "used_samples": sum(int(r.get("used_samples") or 0) for r in rows),
         "zero_var_frac": _mean(zero_var),
-        "reward_first": _mean(rewards[:tenth]),
-        "reward_last": _mean(rewards[-tenth:]),
+        "reward_first": by_pass[0] if by_pass else None,
+        "reward_last": by_pass[-1] if by_pass else None,
+        "reward_by_pass": [round(m, 4) for m in by_pass],
+        "pass_steps": span,
         "strict_reward_mean": _mean(strict),
         "injected": sum(int(r.get("injected") or 0) for r in rows),
         "seconds": round(seconds, 2),
@@ -569,10 +640,11 @@ def _train_sft(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any
     fields["save_every"] = settings.save_every  # SFT has no curve
     if settings.engine.tools != "auto":
         fields["prompt_tools"] = settings.engine.tools
-    cfg = SFTConfig(model=settings.base_model, output_dir=str(out), domain=settings.domain,
-                    pivots=spec.pivots, seed=spec.seed, steps=settings.steps, batch_size=settings.pivots_per_step,
-                    lr=spec.lr, lr_schedule="constant", max_prompt_tokens=settings.max_context_tokens,
-                    log_every=10 ** 6, plots=True, **fields)
+    cfg = SFTConfig(model=spec.init or settings.base_model, output_dir=str(out), domain=settings.domain,
+                    pivots=spec.pivots, seed=spec.seed, steps=spec.steps or settings.steps,
+                    batch_size=settings.pivots_per_step,
+                    lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
+                    max_prompt_tokens=settings.max_context_tokens, log_every=10 ** 6, plots=True, **fields)
     result = train_sft(cfg, on_step=_progress(out, settings, lambda r: f"loss {r.get('loss', float('nan')):.4f}"))
     return {"kind": "sft", "steps": result.steps, "updates": result.steps, "rollouts": 0, "tokens": result.tokens,
             "loss_tokens": result.loss_tokens, "loss_first": _mean(result.losses[: max(1, len(result.losses) // 10)]),

@@ -38,9 +38,10 @@ from pivot_envs.experiments.stats import bootstrap_mean, drop_missing, mcnemar, 
 HEADLINE = "task success: pass@1 at temperature 1 (mean over the episodes of each held-out task)"
 
 
-PAIRS = (("pivotrl", "sft"), ("pivotrl", "no_filter"), ("no_filter", "strict_reward"), ("e2e_credit", "e2e"))
-"""Arm-to-arm comparisons beside ``ARM_vs_base``: PivotRL vs SFT, Table 4's ordering, and turn-level credit
-against plain E2E RL."""
+PAIRS = (("pivotrl", "sft"), ("pivotrl", "no_filter"), ("no_filter", "strict_reward"), ("e2e_credit", "e2e"),
+         ("sft_pivotrl", "sft"), ("sft_pivotrl", "pivotrl"), ("pivotrl", "sft_long"))
+"""Arm-to-arm comparisons beside ``ARM_vs_base``: PivotRL vs SFT, Table 4's ordering, turn-level credit against
+plain E2E RL, the SFT -> PivotRL chain against each of its stages, and PivotRL against SFT trained longer."""
 
 
 def paired_comparisons(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> dict[str, dict[str, Any]]:

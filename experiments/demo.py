@@ -57,8 +57,8 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.envs_data import generator, load_pivots, load_trajectories
 from pivot_envs.episode_env import resolve_tasks
-from pivot_envs.experiments.arms import (ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run, parts_seconds,
-                                        quiet_transformers, read_run, run_many)
+from pivot_envs.experiments.arms import (ARMS, CHAINED_ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run,
+                                        parts_seconds, quiet_transformers, read_run, run_dir, run_many)
 from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
 from pivot_envs.experiments.engines import ENGINES, EngineSettings, eval_agents, resolve_engine
 from pivot_envs.experiments.evaluation import Sampling
@@ -106,6 +106,16 @@ class DemoConfig:
         lambda_grid: lambdas tried on the validation split (empty: use ``lambda_diff``).
         min_train_pivots: if D_adv has fewer pivots, it is topped up with random candidates (and the
             report says so): a base model without mixed groups would leave nothing to train on.
+        sft_long_steps: steps of the ``sft_long`` arm (SFT trained longer on the same pivots, until it loses OOD
+            ability: the paper's retention claim needs an SFT that dropped).
+        sft_long_lr: its learning rate (``None``: the SFT arm's).
+        zero_variance: the RL arms' flat groups: ``skip`` or ``resample`` (sampled again up to ``max_resample``
+            times).
+        max_resample: extra sampling rounds of a flat group with ``resample``.
+        divergence_pivots: test pivots at which each arm's KL to the base and entropy are measured (``0``: none).
+        divergence_k: samples per pivot of that measure.
+        dedup_actions: D_adv keeps one pivot per expert action (the paper's "commands de-duplicated"; the random
+            ablation draws from the de-duplicated pool too).
         steps: optimiser steps of every trained arm.
         pivots_per_step: pivots per step (SFT batch and RL minibatch alike).
         group_size: G, RL samples per pivot.
@@ -189,6 +199,13 @@ class DemoConfig:
     lambda_diff: float = 1.0
     lambda_grid: tuple[float, ...] = ()
     min_train_pivots: int = 8
+    dedup_actions: bool = False
+    sft_long_steps: int = 160
+    sft_long_lr: float | None = None
+    zero_variance: str = "skip"
+    max_resample: int = 2
+    divergence_pivots: int = 0
+    divergence_k: int = 4
     steps: int = 40
     pivots_per_step: int = 8
     group_size: int = 8
@@ -252,6 +269,10 @@ class DemoConfig:
             raise ValueError(f"DemoConfig.arms: unknown arm {unknown[0]!r}; arms: {', '.join(ARMS)}")
         if "pivotrl" not in self.arms and any(a in self.arms for a in ("no_filter", "strict_reward")):
             raise ValueError("DemoConfig.arms: no_filter and strict_reward are ablations of pivotrl; add pivotrl")
+        if "sft_pivotrl" in self.arms and "sft" not in self.arms:
+            raise ValueError("DemoConfig.arms: sft_pivotrl starts from the sft arm's model; add sft")
+        if self.sft_long_steps < 1:
+            raise ValueError(f"DemoConfig.sft_long_steps {self.sft_long_steps}: must be >= 1")
         if self.seeds < 1 or self.steps < 1 or self.group_size < 2 or self.profile_k < 2:
             raise ValueError("DemoConfig: seeds and steps must be >= 1, group_size and profile_k >= 2")
         if self.max_candidates is not None and self.max_candidates < 1:
@@ -345,28 +366,39 @@ def with_budget(cfg: DemoConfig, *, steps: int | None = None, candidates: int | 
 
 
 def real_config(seed: int = 0, model: str = "smollm2", engine: str = "auto", domain: str | None = None) -> DemoConfig:
-    """``pivot-envs demo --model smollm2``: Base, SFT and PivotRL on a pretrained model, rollouts on vLLM.
+    """``pivot-envs demo --model smollm2``: Base, SFT, PivotRL, SFT -> PivotRL and SFT trained longer on a pretrained
+    model, rollouts on vLLM (issue 36: the experiment made able to show what PivotRL does).
 
     The base is the model with its warm-up merged (:data:`SMOLLM2_WARMUP`; shipped for SmolLM2-135M-Instruct:
     :data:`~pivot_envs.experiments.pretrained_base.SHIPPED_WARMUP`), inside the 0.25-0.65 band of T=1 task success
     on the validation tasks. Terminal (the arms' domain) because its verifier executes commands and its prompts are
-    the shortest (median 295 tokens without the tool specs, which the warm-up makes unnecessary); search is the OOD
-    domain (the warm-up teaches it too; the arms never see it), beside 240 few-shot probes. Full fine-tuning of both
-    arms on the same D_adv (16 steps of 8 pivots, PivotRL G = 4, no KL term), learning rates chosen on 100
-    validation tasks' T=1 task success with the base as a candidate; 201 held-out tasks played greedily and 4 times
-    at T=1 (4 episodes per task: one gave a paired interval of about +-8 points on the tiny model), 100 search tasks
-    greedily and once at T=1, every test pivot greedily. One worker (each part in a fresh process, its own engine),
-    checkpoints every 4 steps: an interrupted run resumes."""
-    return DemoConfig(seed=seed, model=model, engine=engine, arms=("base", "sft", "pivotrl"),
+    the shortest; search is the OOD domain (the warm-up teaches it too; the arms never see it), beside 240 few-shot
+    probes.
+
+    * **Fair arms**: every trained arm has the same 2-step warm-up and constant rate after it, and 16 steps.
+    * **A signal in every step**: 384 candidates profiled K = 8 times; D_adv is the paper's low-mean set (mean < 0.75,
+      variance > 0) with commands de-duplicated; each RL step takes 16 pivots x G = 8 samples (2,048 samples per RL
+      arm), a flat group is sampled again up to twice. RL is LoRA r = 16 at 2e-4 (the rate that held up in issue
+      27), SFT full fine-tuning at 1e-5 (issue 27's choice), both fixed a priori, not chosen on the test tasks.
+    * **Measured where it acts**: held-out per-turn mean@4 at T=1 beside greedy, KL to the base and entropy on the
+      arms' own samples at 48 test pivots.
+    * **SFT -> PivotRL** (PivotRL from the SFT model) and **SFT trained longer** (64 steps at 3e-5: an SFT that may
+      lose OOD ability, for the retention claim).
+
+    201 held-out tasks played greedily and 4 times at T=1, 100 search tasks greedily and once at T=1, every test
+    pivot greedily and 4 times at T=1. One worker (each part in a fresh process, its own engine), checkpoints every 4
+    steps: an interrupted run resumes."""
+    return DemoConfig(seed=seed, model=model, engine=engine, arms=("base", "sft", "pivotrl", "sft_pivotrl", "sft_long"),
                       warmup=dataclasses.replace(SMOLLM2_WARMUP),
                       prebuilt_warmup=SHIPPED_WARMUP if model == "smollm2" else None, prompt_tools="none",
                       prompt_window=1024, ood_domain="search", ood_tasks=100, ood_episode_k=1, probe_set="few_shot",
-                      val_tasks=100, val_episode_k=1, max_candidates=128, profile_k=4, steps=16, warmup_steps=2,
-                      pivots_per_step=8, group_size=4, beta=0.0, rl_lr=1e-5, rl_lr_grid=(1e-5, 3e-5), sft_lr=1e-5,
-                      sft_lr_grid=(1e-5, 3e-5), max_test=None, max_val=64, eval_k=0, episode_k=4,
-                      extra_test_tasks=150, max_new_tokens=96, max_turns=8, verifier_pivots=0, workers=1,
-                      eval_batch=32, micro_batch_rows=8, save_every=4, min_train_pivots=16,
-                      **({"domain": domain} if domain else {}))
+                      val_tasks=100, val_episode_k=1, max_candidates=384, profile_k=8, lambda_diff=0.75,
+                      dedup_actions=True, steps=16, warmup_steps=2, pivots_per_step=16, group_size=8,
+                      zero_variance="resample", max_resample=2, beta=0.0, rl_lr=2e-4, rl_lora_r=16, sft_lr=1e-5,
+                      sft_long_steps=64, sft_long_lr=3e-5, max_test=None, max_val=64, eval_k=4, episode_k=4,
+                      divergence_pivots=48, divergence_k=4, extra_test_tasks=150, max_new_tokens=96, max_turns=8,
+                      verifier_pivots=0, workers=1, eval_batch=32, micro_batch_rows=8, save_every=4,
+                      min_train_pivots=16, **({"domain": domain} if domain else {}))
 
 
 def smoke_pretrained_config(seed: int = 0, model: str | None = None, engine: str = "hf") -> DemoConfig:
@@ -395,7 +427,8 @@ def smoke_config(seed: int = 0) -> DemoConfig:
         profile_k=2, lambda_grid=(1.0, 0.5), min_train_pivots=4, steps=2, pivots_per_step=2, group_size=2,
         rl_lr_grid=(1e-3,), sft_lr_grid=(1e-3,), max_new_tokens=8, eval_k=1, verifier_pivots=2, workers=1,
         threads=1, max_test_tasks=3, episode_k=1, max_turns=3, warmup_steps=1, curve_every=1, curve_tasks=2,
-        val_tasks=3,
+        val_tasks=3, sft_long_steps=3, dedup_actions=True, zero_variance="resample", max_resample=1,
+        divergence_pivots=2, divergence_k=1,
     )
 
 
@@ -465,7 +498,8 @@ def run_settings(cfg: DemoConfig, out: Path, data: dict[str, Any], base: dict[st
         ood_domain=cfg.ood_domain if data["files"].get("ood_tasks") else None,
         ood_tasks=data["files"].get("ood_tasks"), ood_episode_k=cfg.ood_episode_k, probe_set=cfg.probe_set,
         probes_per_kind=cfg.probes_per_kind, micro_batch_rows=cfg.micro_batch_rows, save_every=cfg.save_every,
-        fresh_process=cfg.engine == "vllm", rl_lora_r=cfg.rl_lora_r,
+        fresh_process=cfg.engine == "vllm", rl_lora_r=cfg.rl_lora_r, divergence_pivots=cfg.divergence_pivots,
+        divergence_k=cfg.divergence_k, zero_variance=cfg.zero_variance, max_resample=cfg.max_resample,
     )
 
 
@@ -958,7 +992,7 @@ def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logge
     sets: dict[str, Any] = {"adv": {}, "random": {}, "audits": {}, "profile": profile, "topped_up": {},
                             "train_tasks": str(folder / "train_tasks.jsonl")}
     for lam in sorted(set(cfg.lambda_grid) | {cfg.lambda_diff}, reverse=True):
-        kept, audit = filter_pivots(profiled, FilterConfig(mode="adv", max_mean=lam))
+        kept, audit = filter_pivots(profiled, FilterConfig(mode="adv", max_mean=lam, dedup_actions=cfg.dedup_actions))
         topped = 0
         if len(kept) < cfg.min_train_pivots:
             ids = {p.id for p in kept}
@@ -971,7 +1005,8 @@ def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logge
         tag = f"{lam:g}"
         sets["adv"][tag] = str(folder / f"adv_lambda{tag}.jsonl")
         write_jsonl(sets["adv"][tag], [p.to_dict() for p in kept])
-        rand, raudit = filter_pivots(profiled, FilterConfig(mode="random", n=len(kept), seed=cfg.seed))
+        rand, raudit = filter_pivots(profiled, FilterConfig(mode="random", n=len(kept), seed=cfg.seed,
+                                                            dedup_actions=cfg.dedup_actions))
         sets["random"][tag] = str(folder / f"random_lambda{tag}.jsonl")
         write_jsonl(sets["random"][tag], [p.to_dict() for p in rand])
         sets["audits"][f"adv_lambda{tag}"] = {**audit.to_dict(), "topped_up": topped, "train_pivots": len(kept)}
@@ -1090,6 +1125,13 @@ def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], sel
             elif arm == "pivotrl":
                 specs.append(RunSpec("pivotrl", seed, sets["adv"][lam], selection["rl_lr"], f"lambda={lam}", evals,
                                      rollouts))
+            elif arm == "sft_pivotrl":
+                sft = RunSpec("sft", seed, sets["adv"][lam], selection["sft_lr"], f"lambda={lam}", evals)
+                specs.append(RunSpec("sft_pivotrl", seed, sets["adv"][lam], selection["rl_lr"], f"lambda={lam}",
+                                     ("test",), rollouts, init=str(run_dir(sft, settings) / "train" / "final")))
+            elif arm == "sft_long":
+                specs.append(RunSpec("sft_long", seed, sets["adv"][lam], cfg.sft_long_lr or selection["sft_lr"],
+                                     f"lambda={lam}", ("test",), steps=cfg.sft_long_steps))
             elif arm == "no_filter":
                 specs.append(RunSpec("no_filter", seed, sets["random"][lam], selection["rl_lr"], f"n=|D_adv({lam})|",
                                      ("test",)))
@@ -1105,7 +1147,8 @@ def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], sel
     if len(todo) < len(specs):
         say(f"  {len(specs) - len(todo)} of {len(specs)} runs done before")
     todo.sort(key=lambda s: ("base", "sft").index(s.arm) + 1 if s.arm in ("base", "sft") else 0)  # longest first
-    run_many(todo, settings, cfg.workers)
+    run_many([s for s in todo if s.arm not in CHAINED_ARMS], settings, cfg.workers)
+    run_many([s for s in todo if s.arm in CHAINED_ARMS], settings, cfg.workers)  # they start from a trained arm
     return [execute_run(s, settings) for s in specs]  # all done: this only reads them back
 
 

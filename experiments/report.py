@@ -49,6 +49,10 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             values = [t[key] for t in tests if t.get(key) is not None]
             entry[name], entry[f"{name}_std"] = mean_std(values)
         entry["per_turn"] = entry["in_domain_accuracy"]  # the real-model report's name (issue 18's contract)
+        entry["per_turn_mean_at_k"] = entry["mean_at_k_functional"]
+        for name in ("kl_per_token", "kl_per_sample", "entropy_per_token"):
+            entry[name] = mean_std([t["divergence"][name] for t in tests
+                                    if (t.get("divergence") or {}).get(name) is not None])[0]
         val = [r["val"]["functional"] for r in rows if r.get("val")]
         entry["val_accuracy"], entry["val_accuracy_std"] = mean_std(val)
         val_tasks = [r["val_tasks"]["success"] for r in rows if (r.get("val_tasks") or {}).get("success") is not None]
@@ -527,7 +531,8 @@ def table_rows(report: dict[str, Any], titles: bool = True) -> list[list[str]]:
     ood_tasks = any(a.get("ood_task_success") is not None for a in report["arms"].values())
     header = (["arm", "task success (T=1 pass@1)", "task success (greedy)", "per-turn (greedy)", "strict", "mean@k",
                "OOD probes"] + (["OOD task success (T=1)", "OOD task success (greedy)"] if ood_tasks else [])
-              + ["rollout turns", "zero-var groups", "train s", "eval s"])
+              + ["KL to base (nats/token)", "entropy (nats/token)", "rollout turns", "zero-var groups", "train s",
+                 "eval s"])
     rows = [header]
     for name, a in report["arms"].items():
         rows.append([
@@ -538,9 +543,21 @@ def table_rows(report: dict[str, Any], titles: bool = True) -> list[list[str]]:
             _pm(a["ood_accuracy"], a.get("ood_accuracy_std"))]
             + ([_pm(a.get("ood_task_success"), a.get("ood_task_success_std")),
                 _pm(a.get("ood_task_success_greedy"), a.get("ood_task_success_greedy_std"))] if ood_tasks else [])
-            + [f"{a['rollout_turns']:,}", "-" if a.get("zero_var_frac") is None else f"{a['zero_var_frac']:.2f}",
+            + [_fixed(a.get("kl_per_token"), 4), _fixed(a.get("entropy_per_token"), 3),
+               f"{a['rollout_turns']:,}", "-" if a.get("zero_var_frac") is None else f"{a['zero_var_frac']:.2f}",
                f"{a['train_seconds']:.0f}", f"{a['eval_seconds']:.0f}"])
-    return rows
+    return drop_empty_columns(rows)
+
+
+def _fixed(value: float | None, places: int) -> str:
+    return "-" if value is None else f"{value:.{places}f}"
+
+
+def drop_empty_columns(rows: list[list[str]]) -> list[list[str]]:
+    """``rows`` (header first) without the columns that no arm has a figure in (``-`` everywhere: mean@k where no
+    sample was drawn at the pivots)."""
+    keep = [j for j in range(len(rows[0])) if j == 0 or any(row[j] not in ("-", "") for row in rows[1:])]
+    return [[row[j] for j in keep] for row in rows]
 
 
 def interval_lines(report: dict[str, Any]) -> list[str]:
@@ -580,7 +597,8 @@ def console_tables(report: dict[str, Any]) -> list[tuple[str, list[list[str]]]]:
                        _pm_short(a.get("ood_accuracy"), a.get("ood_accuracy_std")), f"{a['rollout_turns']:,}",
                        f"{a['train_seconds']:.0f}"])
     return [("task success on the held-out tasks (T=1 pass@1, greedy; cut % = greedy episodes cut at the turn "
-             "limit)", first), ("per-turn accuracy (greedy), OOD probes, rollout turns, training seconds", second)]
+             "limit)", drop_empty_columns(first)),
+            ("per-turn accuracy (greedy), OOD probes, rollout turns, training seconds", drop_empty_columns(second))]
 
 
 def markdown(report: dict[str, Any]) -> str:

