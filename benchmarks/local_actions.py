@@ -336,12 +336,7 @@ def call_actions(pivot: Pivot, others: list[tuple[str, dict[str, Any]]], rng: ra
     upper = {k: (v.upper() if k in caseless and isinstance(v, str) else v) for k, v in args.items()}
     if single and upper != args:
         out.append(("caseless", "right", call(name, upper)))
-    for alt in (pivot.meta.get("alternatives") or [])[:2]:
-        out.append(("recorded", "right", copy.deepcopy(alt)))
-    distinct = [(n, a) for n, a in others if (n, a) != (name, args)]
-    if distinct:
-        other_name, other_args = rng.choice(distinct)
-        out.append(("other_task", "wrong", call(other_name, other_args)))
+    out += recorded_and_other_task(pivot, (name, args), others, rng)
     for key, value in args.items():
         values = [a[key] for n, a in others if n == name and key in a and a[key] != value
                   and not (isinstance(a[key], str) and isinstance(value, str) and a[key].lower() == value.lower())]
@@ -351,6 +346,17 @@ def call_actions(pivot: Pivot, others: list[tuple[str, dict[str, Any]]], rng: ra
     tools = [t["function"]["name"] for t in pivot.tools if category(t["function"]["name"]) != category(name)]
     if tools:
         out.append(("other_tool", "wrong", call(rng.choice(sorted(tools)), args)))
+    return out
+
+
+def recorded_and_other_task(pivot: Pivot, expert: tuple[str, dict[str, Any]], others: list[tuple[str, dict[str, Any]]],
+                            rng: random.Random) -> Labelled:
+    """The generator's recorded alternatives (right, at most two) and another task's call (wrong)."""
+    out: Labelled = [("recorded", "right", copy.deepcopy(alt)) for alt in (pivot.meta.get("alternatives") or [])[:2]]
+    distinct = [(n, a) for n, a in others if (n, a) != expert]
+    if distinct:
+        other_name, other_args = rng.choice(distinct)
+        out.append(("other_task", "wrong", call(other_name, other_args)))
     return out
 
 
@@ -367,12 +373,7 @@ def search_actions(pivot: Pivot, others: list[tuple[str, dict[str, Any]]], rng: 
         words = args["query"].split()
         if len(words) >= 2:
             out.append(("reworded", "right", call(name, {"query": " ".join(reversed(words)).lower()})))
-    for alt in (pivot.meta.get("alternatives") or [])[:2]:
-        out.append(("recorded", "right", copy.deepcopy(alt)))
-    distinct = [(n, a) for n, a in others if (n, a) != (name, args)]
-    if distinct:
-        other_name, other_args = rng.choice(distinct)
-        out.append(("other_task", "wrong", call(other_name, other_args)))
+    out += recorded_and_other_task(pivot, (name, args), others, rng)
     if name == "open":
         docs = [d for d in doc_ids if d != args.get("doc_id")]
         if docs:

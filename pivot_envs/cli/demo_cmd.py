@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -52,6 +53,9 @@ def demo_command(
     rl_lora_r: Optional[int] = typer.Option(None, "--rl-lora-r", min=0, help="LoRA rank of the RL arms "
                                             "(alpha = 2 x rank, every linear layer; default 0: full fine-tuning). "
                                             "SFT stays full fine-tuning."),
+    arms: Optional[str] = typer.Option(None, "--arms", help="Comma-separated arms to run (default: the preset's; "
+                                       "e.g. base,sft,pivotrl first, then the preset's others into the same --out: "
+                                       "runs done before are reused)."),
     smoke: bool = typer.Option(False, "--smoke", hidden=True, help="A seconds-long run of every stage (tests)."),
     build_base: Optional[Path] = typer.Option(None, "--build-base", help="Only build the base into this folder "
                                               "(deterministic): for the tiny model its prebuilt base (about 50 min on "
@@ -88,6 +92,8 @@ def demo_command(
             cfg.domain = domain
         if workers is not None:
             cfg.workers = workers
+        if arms is not None:
+            cfg = dataclasses.replace(cfg, arms=tuple(a.strip() for a in arms.split(",") if a.strip()))
         cfg = with_budget(cfg, steps=steps, candidates=candidates, rl_lr=rl_lr, sft_lr=sft_lr, rl_lora_r=rl_lora_r)
         report = run_pipeline(cfg, out, log=log, command=shlex.join(["pivot-envs", "demo", *sys.argv[2:]])
                               if _is_demo_call() else None)
