@@ -92,7 +92,7 @@ def test_the_budget_options_reach_the_run_and_bad_ones_are_refused(tmp_path):
 
     out = tmp_path / "demo"
     result = CliRunner().invoke(app, ["demo", "--smoke", "--out", str(out), "--steps", "3", "--candidates", "5",
-                                      "--rl-lr", "0.002", "--sft-lr", "0.003"])
+                                      "--rl-lr", "0.002", "--sft-lr", "0.003", "--arms", "base,sft,pivotrl"])
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     assert report["settings"]["steps"] == 3 and report["data"]["candidates"] == 5
@@ -101,6 +101,7 @@ def test_the_budget_options_reach_the_run_and_bad_ones_are_refused(tmp_path):
     assert {(t["arm"], t["lr"]) for t in report["selection"]["trials"]} <= {("pivotrl", 0.002)}
     assert report["arms"]["pivotrl"]["steps"] == 3 and report["arms"]["sft"]["steps"] == 3
     assert report["arms"]["pivotrl"]["lr"] == 0.002 and report["arms"]["sft"]["lr"] == 0.003
+    assert set(report["arms"]) == {"base", "sft", "pivotrl"}  # --arms: only those ran
 
     bad = CliRunner().invoke(app, ["demo", "--smoke", "--out", str(out), "--steps", "0"])
     assert bad.exit_code == 2 and "--steps" in bad.output
@@ -131,19 +132,20 @@ def test_a_budget_change_reuses_the_base_runs_evaluations_and_older_base_folders
 
 
 def test_lora_rl_arms_train_a_merged_lora_policy_and_share_the_base_and_sft_runs(tmp_path):
-    """``--rl-lora-r``: the RL arms (the smoke preset has them all) train a LoRA policy (saved merged), in runs of
-    their own; the base's and SFT's runs (not LoRA) are the ones a full fine-tuning demo in the same folder made,
-    not trained or played again."""
+    """``--rl-lora-r``: the RL arms (PivotRL, and SFT -> PivotRL from the SFT model) train a LoRA policy (saved
+    merged), in runs of their own; the base's and SFT's runs (not LoRA) are the ones a full fine-tuning demo in the
+    same folder made, not trained or played again."""
     from pivot_envs.cli import app
 
     out = tmp_path / "demo"
-    common = ["demo", "--smoke", "--out", str(out), "--rl-lr", "0.002", "--sft-lr", "0.003"]
+    common = ["demo", "--smoke", "--out", str(out), "--rl-lr", "0.002", "--sft-lr", "0.003",
+              "--arms", "base,sft,pivotrl,sft_pivotrl"]
     assert CliRunner().invoke(app, common).exit_code == 0
     before = {p.name for p in (out / "runs").iterdir()}
     result = CliRunner().invoke(app, [*common, "--rl-lora-r", "2"])
     assert result.exit_code == 0, result.output
     added = {p.name for p in (out / "runs").iterdir()} - before
-    assert any(name.startswith("pivotrl-") for name in added), added
+    assert any(name.startswith("pivotrl-") for name in added) and any(n.startswith("sft_pivotrl-") for n in added)
     assert not any(name.startswith(("base-", "sft-")) for name in added), added  # every RL arm, and only those
     report = json.loads((out / "report.json").read_text())
     assert report["settings"]["rl_lora_r"] == 2

@@ -51,7 +51,7 @@ from pivot_envs.types import Action, Pivot, VerifyResult, content_text
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.normalize import PivotCache
 from pivot_envs.verifiers.compose import PicklesByConfig, _arun_child, _broadcast, _run_child, build_child
-from pivot_envs.verifiers.stops import expert_text, judge_done, judge_stop_at_call
+from pivot_envs.verifiers.stops import expert_text, judge_done, judge_stop_at_call, obvious_failure
 from pivot_envs.verifiers.task_states import TaskStates
 from pivot_envs.worlds import TaskState, WorldError
 
@@ -158,21 +158,39 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
         return parsed, pivot_list, [self._decide_here(a, p) for a, p in zip(parsed, pivot_list)]
 
     def _decide_here(self, action: Action, pivot: Pivot) -> VerifyResult | None:
-        """The verdict of a turn the children do not decide (a stop, a call where the expert stopped), or None."""
+        """The verdict of a turn the children do not decide (a stop where the expert made a call, a call where the
+        expert stopped), or None."""
         stopped = not action.tool_calls
-        if expert_stopped(pivot) and not stopped:
+        if expert_stopped(pivot):
+            if stopped:
+                return None  # the answer child decides; a failure gets a second look (:meth:`_second_look`)
             return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
         if not stopped:
             return None
+        if not self.world_state:
+            return judge_stop_at_call(action, pivot, None)
+        obvious = obvious_failure(action, pivot)
+        if obvious is not None:
+            return obvious  # a refusal or an empty answer fails in any state: no replay of the world
+        state, error = self._state(pivot)
+        return error or judge_stop_at_call(action, pivot, state)
+
+    def _state(self, pivot: Pivot) -> tuple[TaskState | None, VerifyResult | None]:
+        """The task's state at ``pivot`` (None without a world), or the error result of a world that failed."""
         try:
-            state = self._states.get(pivot) if self.world_state else None
+            return self._states.get(pivot), None
         except (WorldError, ValueError) as exc:
-            return VerifyResult.failure(self.name, f"pivot {pivot.id}: reading the task's state in its world: {exc}")
-        if not expert_stopped(pivot):
-            return judge_stop_at_call(action, pivot, state)
-        if _done_state(state):
-            return judge_done(action, pivot, expert_text(pivot))
-        return None
+            return None, VerifyResult.failure(self.name, f"pivot {pivot.id}: reading the task's state in its world: {exc}")
+
+    def _second_look(self, action: Action, pivot: Pivot, result: VerifyResult) -> VerifyResult:
+        """An answer the ``answer`` child refused at the expert's own answer turn: right after all where the task
+        changed the world and is done there (a bare confirmation is then enough: :func:`judge_done`)."""
+        if result.passed or result.error is not None or not self.world_state or obvious_failure(action, pivot):
+            return result
+        state, error = self._state(pivot)
+        if error is not None:
+            return error
+        return judge_done(action, pivot, expert_text(pivot)) if _done_state(state) else result
 
     def _routes(self, pivots: list[Pivot], out: list[VerifyResult | None]) -> list[tuple[Verifier, list[int]]]:
         routes = []
@@ -186,7 +204,7 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
         parsed, pivot_list, out = self._split(actions, pivots)
         for child, idx in self._routes(pivot_list, out):
             for i, result in zip(idx, _run_child(child, [parsed[i] for i in idx], [pivot_list[i] for i in idx])):
-                out[i] = result
+                out[i] = self._second_look(parsed[i], pivot_list[i], result) if child is self._answer else result
         return self._complete(out)
 
     async def averify_many(self, actions: Sequence[Any], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
@@ -194,7 +212,7 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
         for child, idx in self._routes(pivot_list, out):
             results = await _arun_child(child, [parsed[i] for i in idx], [pivot_list[i] for i in idx])
             for i, result in zip(idx, results):
-                out[i] = result
+                out[i] = self._second_look(parsed[i], pivot_list[i], result) if child is self._answer else result
         return self._complete(out)
 
     def _complete(self, out: list[VerifyResult | None]) -> list[VerifyResult]:

@@ -55,6 +55,15 @@ def _answer_problem(answer: str, sources: Sequence[str], expert_answer: str) -> 
     return None
 
 
+def obvious_failure(action: Action, pivot: Pivot) -> VerifyResult | None:
+    """The verdict of a stop that fails whatever the world's state (empty, a refusal, a value nothing gave), or None:
+    such a stop needs no replay of the world."""
+    after = pivot.meta.get("after") or {}
+    expert_answer = expert_text(pivot) if not pivot.expert.get("tool_calls") else str(after.get("answer") or "")
+    problem = _answer_problem(action.content.strip(), [*conversation_text(pivot.context), expert_answer], expert_answer)
+    return _fail(problem, "final_turn") if problem else None
+
+
 def judge_done(action: Action, pivot: Pivot, expert_answer: str) -> VerifyResult:
     """A stop where the task's state is already the expert's final one: right unless the answer is a refusal,
     states a value nothing gave, or leaves out a fact of ``expert_answer`` that a tool had returned by now."""
