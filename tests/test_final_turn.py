@@ -70,7 +70,8 @@ def test_stopping_a_turn_early_is_right_exactly_where_the_episode_would_already_
     after its last write is such a turn). In an information task it never accepts what the episode fails; an
     answer whose facts the tools had not yet returned is a guess, refused even where it happens to be right."""
     pairs = _stops_before_the_answer(domain, turns_back=2)
-    assert len(pairs) >= 20
+    assert len(pairs) >= 60
+    pairs = pairs[::2]  # every other task's (a sample as varied as the whole, half the replays)
     verifier = build_verifier(get_domain(domain).verifier_spec())
     results = verifier.verify_many([answer for _, answer in pairs], [p for p, _ in pairs])
     assert not any(r.error for r in results)
