@@ -67,6 +67,7 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if any(t.get("kind") == "rl" for t in trains):
             for key in ("zero_var_frac", "reward_first", "reward_last"):
                 entry[key] = mean_std([t[key] for t in trains if t.get(key) is not None])[0]
+            entry["reward_by_pass"] = trains[0].get("reward_by_pass")  # the first seed's passes over its pivots
             entry["completion_tokens"] = _mean_int([t.get("completion_tokens", 0) for t in trains])
         if any(t.get("kind") == "sft" for t in trains):
             entry["tokens"] = _mean_int([t.get("tokens", 0) for t in trains])
@@ -410,13 +411,15 @@ def diagnose(report: dict[str, Any]) -> list[str]:
                  + (f" Each D_adv pivot is visited about {visits / kept:.0f} times in {st['steps']} steps of "
                     f"{st['pivots_per_step']} pivots, which favours memorising those states over learning a skill "
                     "that transfers to the test pivots." if small else ""))
-    for name in ("pivotrl", "no_filter", "strict_reward", "pvpo"):
+    for name in ("pivotrl", "sft_pivotrl", "no_filter", "strict_reward", "pvpo"):
         a, base = arms.get(name), arms.get("base")
         if not a or not base or a.get("reward_first") is None:
             continue
         delta = a["in_domain_accuracy"] - base["in_domain_accuracy"]
+        passes = a.get("reward_by_pass") or []
+        per_pass = f" (per pass over its pivots: {', '.join(f'{m:.3f}' for m in passes)})" if len(passes) > 1 else ""
         notes.append(f"{name}: the training reward on its own pivots went from {a['reward_first']:.3f} to "
-                     f"{a['reward_last']:.3f} (zero-variance groups {a['zero_var_frac']:.0%} of the steps' groups, "
+                     f"{a['reward_last']:.3f}{per_pass} (zero-variance groups {a['zero_var_frac']:.0%} of the steps' groups, "
                      f"{a['updates']} of {a['steps']} steps updated the model); test accuracy changed by {delta:+.3f} "
                      f"and OOD accuracy by {a['ood_accuracy'] - base['ood_accuracy']:+.3f}.")
     if "sft" in arms and "base" in arms:

@@ -185,6 +185,10 @@ def test_rl_summary_totals():
     s = rl_summary(rows, group_size=4, seconds=3.0)
     assert s["rollouts"] == (8 + 8 + 2) * 4 and s["completion_tokens"] == 8 * 4 * 10 + 8 * 4 * 20
     assert s["updates"] == 1 and s["zero_var_frac"] == 0.375 and s["reward_first"] == 0.25 and s["reward_last"] == 0.75
+    # per pass over the pivots (every pivot seen once), not per step: a step's reward depends on the pivots it drew
+    steps = [{"step": i + 1, "groups": 8, "reward_mean": r} for i, r in enumerate([0.1, 0.3, 0.5, 0.7, 0.9])]
+    passes = rl_summary(steps, group_size=4, seconds=1.0, pass_steps=2)
+    assert passes["reward_by_pass"] == [0.2, 0.6, 0.9] and passes["reward_first"] == 0.2 and passes["reward_last"] == 0.9
 
 
 def _run(arm, seed, functional, ood, strict=0.0, rollouts=0):
