@@ -200,7 +200,7 @@ class DemoConfig:
     lambda_grid: tuple[float, ...] = ()
     min_train_pivots: int = 8
     dedup_actions: bool = False
-    sft_long_steps: int = 160
+    sft_long_steps: int = 160  # 4 x the default steps
     sft_long_lr: float | None = None
     zero_variance: str = "skip"
     max_resample: int = 2
@@ -325,7 +325,7 @@ def full_config(seed: int = 0, seeds: int = 3, domain: str | None = None) -> Dem
                       prebuilt_base=SHIPPED_BASE, max_candidates=384, rl_lr_grid=(1e-4, 3e-4, 1e-3),
                       sft_lr_grid=(3e-4, 1e-3), steps=12, warmup_steps=2, pivots_per_step=32, group_size=4,
                       max_test=None, eval_k=2, episode_k=1, extra_test_tasks=150, curve_every=6, curve_tasks=None,
-                      val_tasks=FULL_VAL_TASKS, **({"domain": domain} if domain else {}))
+                      val_tasks=FULL_VAL_TASKS, sft_long_steps=48, **({"domain": domain} if domain else {}))
 
 
 FULL_VAL_TASKS = 200
