@@ -14,7 +14,11 @@ in-process), the domain's default verifier scores:
   order, other connecting words, numbers written with units (**passes**: target >= 95 %).
 
 ``bare`` counts the pivots whose expert answer reports nothing a tool returned (a confirmation after
-writes): there any answer but a refusal is accepted, ``Done.`` included, and says so in its reason.
+writes). ``done`` counts those of them where the world at the pivot already holds the expert's final state of
+a state-changing task (read off a world of its own with the episode API, as ``local_rewards.py`` does): there
+issue 35 makes any stop but a refusal right, ``Done.`` and another task's words included (the episode ends in
+success; the verifier's reason says so). ``Done.`` and another task's answer are counted as false accepts at
+the other pivots only; what the verifier does at the ``done`` pivots is printed in rows of its own.
 ``swe`` has no final-answer pivots (its episodes end with ``submit``).
 """
 
@@ -88,6 +92,35 @@ def answer_pivots(domain: str) -> list[Any]:
     return [p for p in pivots if not p.expert.get("tool_calls")]
 
 
+def answer_tasks(domain: str) -> dict[str, Any]:
+    """The domain's test tasks by id (the pivots' ``trajectory_id``)."""
+    from pivot_envs.envs_data import load_trajectories
+    from pivot_envs.types import Trajectory
+
+    if domain == "kvstore":
+        from pivot_kvstore.tasks import make_tasks
+
+        return {t.id: t for t in (Trajectory.from_dict(d) for d in make_tasks(100, seed=7))}
+    return {t.id: t for t in load_trajectories(domain, "test")}
+
+
+def done_pivots(domain: str, pivots: list[Any]) -> list[bool]:
+    """Per pivot: a state-changing task whose world already holds the expert's final state, and whose expert
+    answer reports nothing a tool returned (issue 35: any stop but a refusal is right there)."""
+    from local_rewards import Oracle
+
+    tasks = answer_tasks(domain)
+    oracle = Oracle(domain, domain)
+    try:
+        out = []
+        for p in pivots:
+            where = oracle.where(p, tasks[p.meta["trajectory_id"]])
+            out.append(where.changes_state and where.done and not where.facts_returned)
+        return out
+    finally:
+        oracle.close()
+
+
 def register_user_world() -> None:
     """The user's key-value store world and domain, registered in-process (what its entry points do)."""
     sys.path.insert(0, str(USER_WORLDS))
@@ -134,10 +167,15 @@ def measure(domain: str) -> dict[str, Any]:
     spec = default_verifier_spec(domain)
     verifier = build_verifier(spec)
 
-    def rate(answers: list[list[str]]) -> dict[str, Any]:
-        """Share of (pivot, answer) pairs passed; ``answers[i]``: the answers tried at pivot ``i``."""
+    done = done_pivots(domain, pivots)
+
+    def rate(answers: list[list[str]], where: Callable[[int], bool] = lambda i: True) -> dict[str, Any]:
+        """Share of (pivot, answer) pairs passed; ``answers[i]``: the answers tried at pivot ``i``, at the
+        pivots ``where`` keeps."""
         actions, targets = [], []
-        for p, texts in zip(pivots, answers):
+        for i, (p, texts) in enumerate(zip(pivots, answers)):
+            if not where(i):
+                continue
             for text in texts:
                 actions.append(text)
                 targets.append(p)
@@ -150,23 +188,33 @@ def measure(domain: str) -> dict[str, Any]:
 
     expert = [content_text(p.expert.get("content")) for p in pivots]
     out: dict[str, Any] = {"pivots": len(pivots), "verifier": spec if isinstance(spec, str) else spec.get("name"),
-                           "bare": sum(not answer_facts(p.context, e) for p, e in zip(pivots, expert))}
+                           "bare": sum(not answer_facts(p.context, e) for p, e in zip(pivots, expert)),
+                           "state_done": sum(done)}
+    others = [other_answers(pivots, i) for i in range(len(pivots))]
     out["refusal"] = rate([list(REFUSALS) for _ in pivots])
-    out["done"] = rate([["Done."] for _ in pivots])
-    out["other_task"] = rate([other_answers(pivots, i) for i in range(len(pivots))])
+    out["done"] = rate([["Done."] for _ in pivots], lambda i: not done[i])
+    out["other_task"] = rate(others, lambda i: not done[i])
+    out["refusal_at_done"] = rate([list(REFUSALS) for _ in pivots], lambda i: done[i])
+    out["done_at_done"] = rate([["Done."] for _ in pivots], lambda i: done[i])
+    out["other_task_at_done"] = rate(others, lambda i: done[i])
     out["expert"] = rate([[e] for e in expert])
     for name, fn in REWORDINGS.items():
         out[name] = rate([[fn(e)] for e in expert])
     return out
 
 
-WRONG = (("refusal", "refusal"), ("done", '"Done."'), ("other_task", "another task's answer"))
+WRONG = (("refusal", "refusal"), ("done", '"Done." (not at `done` pivots)'),
+         ("other_task", "another task's answer (not at `done` pivots)"))
+AT_DONE = (("refusal_at_done", "refusal (wrong)"), ("done_at_done", '"Done." (right)'),
+           ("other_task_at_done", "another task's answer (right unless it states values the conversation never gave)"))
 RIGHT = (("expert", "expert's answer"), ("reordered", "clauses reordered"), ("connectors", "other connectors"),
          ("units", "numbers with units"))
 
 
-def cell(now: dict[str, Any], before: dict[str, Any] | None) -> str:
-    text = f"{now['rate']:.1%} ({now['passed']}/{now['n']})"
+def cell(now: dict[str, Any] | None, before: dict[str, Any] | None) -> str:
+    if now is None:
+        return "-"
+    text = f"{now['rate']:.1%} ({now['passed']}/{now['n']})" if now["n"] else "- (0 pivots)"
     if before is not None:
         text = f"{before['rate']:.1%} -> " + text
     return text
@@ -174,12 +222,14 @@ def cell(now: dict[str, Any], before: dict[str, Any] | None) -> str:
 
 def print_table(results: dict[str, Any], before: dict[str, Any] | None) -> None:
     domains = list(results)
-    print("| | " + " | ".join(f"{d} ({results[d]['pivots']} pivots, {results[d]['bare']} bare)" for d in domains) + " |")
+    print("| | " + " | ".join(f"{d} ({results[d]['pivots']} pivots, {results[d]['bare']} bare, "
+                               f"{results[d].get('state_done', '?')} done)" for d in domains) + " |")
     print("|---" * (len(domains) + 1) + "|")
-    for title, rows in (("false accepts (target <= 2 %)", WRONG), ("passes (target >= 95 %)", RIGHT)):
+    for title, rows in (("false accepts (target <= 2 %)", WRONG), ("passes (target >= 95 %)", RIGHT),
+                        ("at the `done` pivots (issue 35: any stop but a refusal is right)", AT_DONE)):
         print(f"| **{title}** |" + " |" * len(domains))
         for key, label in rows:
-            cells = [cell(results[d][key], (before or {}).get(d, {}).get(key)) for d in domains]
+            cells = [cell(results[d].get(key), (before or {}).get(d, {}).get(key)) for d in domains]
             print(f"| {label} | " + " | ".join(cells) + " |")
 
 
