@@ -259,6 +259,12 @@ class PolicyConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, ~30 % more compute)."""
 
+    shared_prompt: bool = True
+    """Forward each distinct prompt of a micro-batch once, and its rows' completions against its KV cache (a
+    group's G samples pay for their prompt once: the same log-probs and gradients up to float rounding;
+    :mod:`pivot_envs.trainers.shared_prompt`). Off under ``gradient_checkpointing``, which turns the cache off,
+    and under DDP (one forward per backward)."""
+
     lora_r: int = 0
     """LoRA rank (needs ``peft``); ``0``: full fine-tuning."""
 

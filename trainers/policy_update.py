@@ -175,7 +175,7 @@ class PolicyUpdate:
                 if b is None:
                     continue
                 if recompute:
-                    old[k] = completion_logprobs(module, b)[0]
+                    old[k] = self.logprobs(module, b)[0]
                 elif cfg.old_logprobs == "sampler":
                     old[k] = _pad_logprobs([rows[i].sampler_logprobs for i in c], b)
                 if cfg.beta > 0:
@@ -195,7 +195,7 @@ class PolicyUpdate:
                     continue
                 with no_sync(self.policy, skip=not last):
                     with self.autocast():
-                        logp, entropy = completion_logprobs(self.policy, b, with_entropy=iteration == 0)
+                        logp, entropy = self.logprobs(self.policy, b, with_entropy=iteration == 0)
                         advantages = torch.tensor([rows[i].advantage for i in c], device=self.device)
                         old_k = old[k] if old[k] is not None else logp.detach()
                         weight = None
@@ -234,12 +234,18 @@ class PolicyUpdate:
         out.grad_norm, out.updated = sum(grad_norms) / len(grad_norms), True
         return out
 
+    def logprobs(self, model: Any, batch: TokenBatch, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:func:`~.logprobs.completion_logprobs`, each distinct prompt forwarded once where the config allows."""
+        cfg = self.config  # DDP: one forward per backward, as its reducer expects
+        shared = cfg.shared_prompt and not cfg.gradient_checkpointing and not self.dist.enabled
+        return completion_logprobs(model, batch, with_entropy=with_entropy, shared_prompt=shared)
+
     def reference_logprobs(self, batch: TokenBatch) -> torch.Tensor:
         """log pi_0 of the completion tokens: the frozen copy, or (LoRA) the base with adapters disabled."""
         if self.reference is not None:
-            return completion_logprobs(self.reference, batch)[0]
+            return self.logprobs(self.reference, batch)[0]
         with self.module.disable_adapter():
-            return completion_logprobs(self.module, batch)[0]
+            return self.logprobs(self.module, batch)[0]
 
     def entropies(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[float]:
         """Normalised entropy (:func:`~.episode_rollouts.normalised_entropy`: mean over the given tokens of
@@ -254,7 +260,7 @@ class PolicyUpdate:
         module.eval()
         try:
             with torch.no_grad(), self.autocast():
-                _, entropy = completion_logprobs(module, batch, with_entropy=True)
+                _, entropy = self.logprobs(module, batch, with_entropy=True)
         finally:
             module.train(was_training)
         assert entropy is not None
