@@ -84,6 +84,7 @@ def test_same_tokens_other_padding_are_other_prompts() -> None:
     assert distinct_prompts(batch).count == 2
 
 
+@pytest.mark.filterwarnings("ignore:Seems like `optimizer.step\\(\\)` has been overridden")
 @pytest.mark.parametrize("lora_r", [0, 4], ids=["full", "lora"])
 def test_a_pivotrl_update_takes_the_packed_gradients(tmp_path, lora_r) -> None:
     """PolicyUpdate.update over GRPO groups (4 samples of each of 2 prompts, advantages of both signs, a KL term
