@@ -9,6 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("COLUMNS", "200")  # rich wraps CLI output at the terminal's width: paths stay on one line
+if os.environ.get("PYTEST_XDIST_WORKER"):  # 3 workers on 2 shared cores: one torch thread each (set before torch loads;
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # threads that spin-wait for a busy core stalled a 2-thread play 9x)
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 MAX_SLOW_FACTOR = 10.0
