@@ -44,6 +44,19 @@ def parse_action(raw: str | Message | Action) -> Action:
     return Action(text=raw, message=message)
 
 
+def stray_text(text: str) -> str:
+    """What a Hermes-format turn carries from its first ``<tool_call>`` on that is no call: text between or after
+    the calls (a stray closing tag, tool output the model invented), a block that does not parse. ``""`` for a turn
+    that ends with its calls, and for text without ``<tool_call>`` (other formats parse whole or not at all)."""
+    start = text.find("<tool_call>")
+    if start < 0:
+        return ""
+    rest = text[start:]
+    stray = [m.group(0) for m in _HERMES_BLOCK.finditer(rest) if _call_from_json_text(m.group(1), 0) is None]
+    stray.append(_HERMES_BLOCK.sub("", rest))
+    return " ".join(" ".join(s.split()) for s in stray if s.strip())
+
+
 def normalize_message(message: Message) -> Message:
     """Copy an assistant message into canonical form (string arguments, ids, types)."""
     out: Message = {"role": "assistant", "content": message.get("content")}

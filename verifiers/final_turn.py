@@ -44,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from pivot_envs.actions import parse_action
+from pivot_envs.actions import parse_action, stray_text
 from pivot_envs.facts import answer_facts, conversation_text, facts_given, ungrounded
 from pivot_envs.refusal import is_refusal
 from pivot_envs.types import Action, Pivot, VerifyResult, content_text
@@ -166,7 +166,7 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
                 return None  # the answer child decides; a failure gets a second look (:meth:`_second_look`)
             return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
         if not stopped:
-            return None
+            return malformed_calls(action, pivot, self.name)
         if not self.world_state:
             return judge_stop_at_call(action, pivot, None)
         obvious = obvious_failure(action, pivot)
@@ -222,6 +222,19 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
 
     async def averify(self, action: Action, pivot: Pivot) -> VerifyResult:
         return (await self.averify_many([action], [pivot]))[0]
+
+
+def malformed_calls(action: Action, pivot: Pivot, name: str) -> VerifyResult | None:
+    """A call turn the children must not score by its first call alone: more calls than the expert made (the rest
+    is work nothing checks), or text after them (a stray tag, tool output the model invented). None otherwise."""
+    made, expert = len(action.tool_calls), len(pivot.expert.get("tool_calls") or [])
+    if made > expert:
+        return VerifyResult(0.0, False, name, f"{made} tool calls where the expert made {expert}: the turn does more "
+                                              "than the checked calls")
+    stray = stray_text(action.text)
+    if stray:
+        return VerifyResult(0.0, False, name, f"text after the tool call ({stray[:60]!r}): a turn ends with its calls")
+    return None
 
 
 def _done_state(state: TaskState | None) -> bool:
