@@ -1,6 +1,6 @@
 """A call turn is scored whole (the full demo of issue 35 found a policy that kept writing after its call, and the
-verifier scored the first call alone): junk after the call, or more calls than the expert made, fails in every
-domain the default verifiers wrap in ``final_turn``; the same call alone, or after a line of prose, still passes."""
+verifier scored the first call alone): text after the call fails in every domain the default verifiers wrap in
+``final_turn``; the same call alone, or after a line of prose, still passes."""
 
 from __future__ import annotations
 
@@ -39,11 +39,11 @@ def test_junk_after_the_call_and_extra_calls_fail_the_same_call_passes(domain: s
     verifier = build_verifier(default_verifier_spec(domain))
     right = [call, "Let me look first.\n" + call, call + "\n"]
     wrong = [call + "\n</tool_call>\nREADME.txt\nsales.csv\n",  # a stray tag, then output the model invented
-             call + "\n" + call,  # the call twice: work nothing checks
+             call + "\nREADME.txt\n" + call,  # invented output between two calls
              call + "\n</tool\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"comma"]  # cut mid-call
     results = verifier.verify_many(right + wrong, [pivot] * 6)
     assert [r.passed for r in results] == [True] * 3 + [False] * 3, [r.reason for r in results]
-    assert "text after the tool call" in results[3].reason and "2 tool calls where the expert made 1" in results[4].reason
+    assert all("text after the tool call" in r.reason for r in results[3:])
 
 
 def test_through_the_env() -> None:

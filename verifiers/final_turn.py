@@ -225,12 +225,9 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
 
 
 def malformed_calls(action: Action, pivot: Pivot, name: str) -> VerifyResult | None:
-    """A call turn the children must not score by its first call alone: more calls than the expert made (the rest
-    is work nothing checks), or text after them (a stray tag, tool output the model invented). None otherwise."""
-    made, expert = len(action.tool_calls), len(pivot.expert.get("tool_calls") or [])
-    if made > expert:
-        return VerifyResult(0.0, False, name, f"{made} tool calls where the expert made {expert}: the turn does more "
-                                              "than the checked calls")
+    """A call turn whose text goes on after its calls (a stray tag, tool output the model invented, a call cut
+    mid-way): the children would score its calls alone. None otherwise. (How many calls a turn may make is the
+    children's rule: ``tool_call`` scores extra calls by its config.)"""
     stray = stray_text(action.text)
     if stray:
         return VerifyResult(0.0, False, name, f"text after the tool call ({stray[:60]!r}): a turn ends with its calls")
