@@ -33,7 +33,7 @@ def expert_call(pivot) -> str:
 
 
 @pytest.mark.parametrize("domain", ["terminal", "tool_use", "search"])
-def test_junk_after_the_call_and_extra_calls_fail_the_same_call_passes(domain: str) -> None:
+def test_text_after_the_call_fails_the_same_call_passes(domain: str) -> None:
     pivot = one_call_pivot(domain)
     call = expert_call(pivot)
     verifier = build_verifier(default_verifier_spec(domain))

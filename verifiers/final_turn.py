@@ -166,7 +166,7 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
                 return None  # the answer child decides; a failure gets a second look (:meth:`_second_look`)
             return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
         if not stopped:
-            return malformed_calls(action, pivot, self.name)
+            return text_after_calls(action, self.name)
         if not self.world_state:
             return judge_stop_at_call(action, pivot, None)
         obvious = obvious_failure(action, pivot)
@@ -224,7 +224,7 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
         return (await self.averify_many([action], [pivot]))[0]
 
 
-def malformed_calls(action: Action, pivot: Pivot, name: str) -> VerifyResult | None:
+def text_after_calls(action: Action, name: str) -> VerifyResult | None:
     """A call turn whose text goes on after its calls (a stray tag, tool output the model invented, a call cut
     mid-way): the children would score its calls alone. None otherwise. (How many calls a turn may make is the
     children's rule: ``tool_call`` scores extra calls by its config.)"""
