@@ -16,8 +16,8 @@ each dtype (paired bootstrap over the items). Two measures:
     .venv-vllm/bin/python benchmarks/vllm_dtype_check.py --pivots-file runs/real36/data/test.jsonl --k 4 \\
         runs/real36/base_model runs/real36/runs/sft-s0-KEY/train/final runs/real36/runs/pivotrl-s0-KEY/train/final
 
-If the difference is the same in both, the bfloat16 engine keeps it and the arms may be played in bfloat16 (about
-twice as fast on a CPU); if not, play them in float32 (``DemoConfig.engine_dtype``). Each model and dtype runs in a
+If the difference is the same in both, the bfloat16 engine keeps it and the arms may be played in bfloat16 (1.3x
+as fast on 2 CPU cores for SmolLM2-135M: docs/results.md); if not, play them in float32 (``DemoConfig.engine_dtype``). Each model and dtype runs in a
 process of its own (a fresh engine).
 """
 
@@ -99,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"vllm_dtype_check: {model} in {dtype} failed (exit {done.returncode}); its "
                                  "stderr is above")
             outcomes[(model, dtype)] = json.loads(done.stdout.strip().splitlines()[-1])
+            empty = [measure for measure, scored in outcomes[(model, dtype)].items() if not scored]
+            if empty:
+                raise SystemExit(f"vllm_dtype_check: {model} in {dtype} scored no item for {', '.join(empty)} (every "
+                                 "play failed or was unscored); nothing to compare")
             print(f"{_name(model)} {dtype}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
     _print_table(args.models, outcomes)
     return 0
