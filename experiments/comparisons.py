@@ -22,7 +22,9 @@ the base's likewise, then compared item by item):
 
 The same entry compares arm pairs (:data:`PAIRS`: ``pivotrl_vs_sft``, ``pivotrl_vs_no_filter``,
 ``no_filter_vs_strict_reward``, Table 4's ordering), and ``ood_retention`` tests the paper's OOD claim
-(PivotRL's probe drop <= half of SFT's) over the probe items (:func:`ood_retention`).
+(PivotRL's probe drop <= half of SFT's) over the probe items (:func:`ood_retention`); with the ``sft_long`` arm
+(SFT trained until it loses OOD ability) ``ood_retention_sft_long`` tests the same claim against it, with
+``in_domain`` saying whether the two arms' in-domain gains are matched (:func:`in_domain_match`).
 
 Items whose outcome is missing in either arm (infrastructure errors) are left out and counted.
 """
@@ -57,12 +59,29 @@ def paired_comparisons(runs: Sequence[dict[str, Any]], n_boot: int = 10000) -> d
     for a, b in PAIRS:
         if by_arm.get(a) and by_arm.get(b):
             out[f"{a}_vs_{b}"] = compare(by_arm[a], by_arm[b], n_boot)
-    if base and by_arm.get("pivotrl") and by_arm.get("sft"):
+    for sft_arm, suffix in (("sft", ""), ("sft_long", "_sft_long")):
+        if not (base and by_arm.get("pivotrl") and by_arm.get(sft_arm)):
+            continue
         for name, kind in (("ood_retention", "probe"), ("ood_task_retention", "ood_task_sampled")):
-            retention = ood_retention(by_arm["pivotrl"], by_arm["sft"], base, n_boot, kind=kind)
+            retention = ood_retention(by_arm["pivotrl"], by_arm[sft_arm], base, n_boot, kind=kind)
             if retention is not None:
-                out[name] = retention
+                out[name + suffix] = {**retention, "sft_arm": sft_arm,
+                                      "in_domain": in_domain_match(out.get(f"pivotrl_vs_{sft_arm}"))}
     return out
+
+
+def in_domain_match(pivotrl_vs_sft: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Whether an OOD comparison of PivotRL with an SFT arm is at a matched in-domain gain: PivotRL's held-out task
+    success at T=1 is not below the SFT arm's (the paired interval of PivotRL - SFT reaches 0 or lies above it).
+    An SFT arm that gained clearly more in domain may have paid for it OOD: its drop is then no fair yardstick, and
+    the entry says so. ``None`` when the two arms share no held-out task."""
+    if not pivotrl_vs_sft or pivotrl_vs_sft.get("diff") is None:
+        return None
+    matched = pivotrl_vs_sft["ci_high"] >= 0
+    return {"pivotrl_minus_sft": pivotrl_vs_sft["diff"], "ci_low": pivotrl_vs_sft["ci_low"],
+            "ci_high": pivotrl_vs_sft["ci_high"], "p_value": pivotrl_vs_sft["p_value"], "matched": matched,
+            "note": ("PivotRL's in-domain task success is not below the SFT arm's" if matched else
+                     "the SFT arm gained more in domain (PivotRL - SFT below 0): the gains are not matched")}
 
 
 INTERVAL_ITEMS = {"task_success": "task_sampled", "task_success_greedy": "task_greedy", "ood_accuracy": "probe",

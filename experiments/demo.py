@@ -992,16 +992,7 @@ def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logge
     sets: dict[str, Any] = {"adv": {}, "random": {}, "audits": {}, "profile": profile, "topped_up": {},
                             "train_tasks": str(folder / "train_tasks.jsonl")}
     for lam in sorted(set(cfg.lambda_grid) | {cfg.lambda_diff}, reverse=True):
-        kept, audit = filter_pivots(profiled, FilterConfig(mode="adv", max_mean=lam, dedup_actions=cfg.dedup_actions))
-        topped = 0
-        if len(kept) < cfg.min_train_pivots:
-            ids = {p.id for p in kept}
-            rest = [p for p in profiled if p.id not in ids]
-            need = min(len(rest), cfg.min_train_pivots - len(kept))
-            extra = random.Random(f"demo-topup:{cfg.seed}:{lam}").sample(rest, need)
-            topped = len(extra)
-            kept = kept + extra
-            say(f"  WARNING: D_adv(lambda={lam:g}) has {audit.kept} pivots; topped up with {topped} random candidates")
+        kept, audit, topped = adv_set(profiled, lam, cfg.dedup_actions, cfg.min_train_pivots, cfg.seed, say)
         tag = f"{lam:g}"
         sets["adv"][tag] = str(folder / f"adv_lambda{tag}.jsonl")
         write_jsonl(sets["adv"][tag], [p.to_dict() for p in kept])
@@ -1022,6 +1013,24 @@ def stage_filter(cfg: DemoConfig, out: Path, profile: dict[str, Any], say: Logge
     write_jsonl(sets["pvpo"], [p.to_dict() for p in pvpo])
     sets["audits"]["pvpo"] = {**paudit.to_dict(), "train_pivots": len(pvpo)}
     return sets
+
+
+def adv_set(profiled: Sequence[Pivot], lam: float, dedup: bool, min_pivots: int, seed: int,
+            say: Logger) -> tuple[list[Pivot], Any, int]:
+    """D_adv = ``var > 0 and mean < lam`` of the profiled candidates (commands de-duplicated with ``dedup``), topped
+    up with seeded random candidates to ``min_pivots`` (a base model without mixed groups would leave nothing to
+    train on; said as a warning). Returns the pivots, the filter's audit and how many were topped up."""
+    kept, audit = filter_pivots(profiled, FilterConfig(mode="adv", max_mean=lam, dedup_actions=dedup))
+    topped = 0
+    if len(kept) < min_pivots:
+        ids = {p.id for p in kept}
+        rest = [p for p in profiled if p.id not in ids]
+        need = min(len(rest), min_pivots - len(kept))
+        extra = random.Random(f"demo-topup:{seed}:{lam}").sample(rest, need)
+        topped = len(extra)
+        kept = kept + extra
+        say(f"  WARNING: D_adv(lambda={lam:g}) has {audit.kept} pivots; topped up with {topped} random candidates")
+    return kept, audit, topped
 
 
 def stage_select(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], say: Logger) -> dict[str, Any]:

@@ -186,12 +186,13 @@ def arm_pair_claims(comparisons: dict[str, dict[str, Any]]) -> list[dict[str, An
             claim.update(verdict=NOT_TESTABLE, holds=None,
                          note="neither arm changed any held-out task's outcome from the base's")
         claims.append(claim)
-    for key, name, items in (("ood_retention", "ood_retention_paired", "the probe items"),
-                             ("ood_task_retention", "ood_task_retention_paired", "the OOD domain's tasks, T=1")):
-        r = comparisons.get(key)
-        if r:
-            claims.append(_retention_claim(r, name, f"OOD drop of PivotRL <= half the OOD drop of SFT (paired over "
-                                                    f"{items})"))
+    for suffix, sft in (("", "SFT"), ("_sft_long", "SFT trained longer")):
+        for key, name, items in (("ood_retention", "ood_retention_paired", "the probe items"),
+                                 ("ood_task_retention", "ood_task_retention_paired", "the OOD domain's tasks, T=1")):
+            r = comparisons.get(key + suffix)
+            if r:
+                claims.append(_retention_claim(r, name + suffix, f"OOD drop of PivotRL <= half the OOD drop of {sft} "
+                                                                 f"(paired over {items})"))
     pair = [comparisons.get("pivotrl_vs_no_filter"), comparisons.get("no_filter_vs_strict_reward")]
     if all(p and p.get("diff") is not None for p in pair):
         claims.append(_paired_claim("table4_ordering_task_success", "Table 4 ordering on task success: PivotRL > "
@@ -209,6 +210,7 @@ def _retention_claim(r: dict[str, Any], name: str, text: str) -> dict[str, Any]:
     """The paired OOD claim from :func:`~pivot_envs.experiments.comparisons.ood_retention`'s test: "not testable"
     when SFT lost nothing on these items (there is no SFT drop for PivotRL's to be half of)."""
     numbers = {k: r[k] for k in ("base", "pivotrl", "sft", "pivotrl_drop", "sft_drop", "diff", "p_value", "n")}
+    numbers["sft_arm"] = r.get("sft_arm", "sft")
     if r["sft_drop"] <= 0 and r["pivotrl_drop"] <= 0:
         return {**_claim(name, text, None, numbers, f"no arm lost OOD ability (base {_fmt(r['base'])}, SFT "
                                                     f"{_fmt(r['sft'])}, PivotRL {_fmt(r['pivotrl'])}): there is no "
@@ -222,8 +224,17 @@ def _retention_claim(r: dict[str, Any], name: str, text: str) -> dict[str, Any]:
     claim["note"] = (f"tested: {r['form']} >= 0" + ("; SFT lost nothing, PivotRL lost "
                                                     f"{r['pivotrl_drop']:.3f}" if r["sft_drop"] <= 0 else "")
                      + (f"; SFT's own drop is within noise (SFT - base [{sft_test['ci_low']:+.3f}, "
-                        f"{sft_test['ci_high']:+.3f}])" if noisy else ""))
+                        f"{sft_test['ci_high']:+.3f}])" if noisy else "")
+                     + _match_note(r.get("in_domain")))
     return claim
+
+
+def _match_note(match: dict[str, Any] | None) -> str:
+    """The in-domain match of a retention claim (:func:`~pivot_envs.experiments.comparisons.in_domain_match`)."""
+    if not match:
+        return ""
+    return (f"; in domain PivotRL - SFT {match['pivotrl_minus_sft']:+.3f} [{match['ci_low']:+.3f}, "
+            f"{match['ci_high']:+.3f}]: {'matched' if match['matched'] else 'NOT matched'} ({match['note']})")
 
 
 def _unmoved(tests: Sequence[dict[str, Any] | None]) -> bool:

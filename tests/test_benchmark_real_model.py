@@ -27,8 +27,9 @@ def test_the_wrapper_passes_demo_options_through_and_copies_the_report(tmp_path)
         pytest.skip("the wrapper runs the pivot-envs of this interpreter's environment: pip install -e .")
     results = tmp_path / "results"
     code = _wrapper().main(["--model", "tiny", "--out", str(tmp_path / "demo"), "--results", str(results),
-                            "--smoke", "--steps", "2", "--rl-lora-r", "2"])
+                            "--smoke", "--steps", "2", "--rl-lora-r", "2", "--arms", "base,pivotrl"])
     assert code == 0
     report = json.loads((results / "report.json").read_text())
     assert report["settings"]["steps"] == 2 and report["settings"]["rl_lora_r"] == 2
+    assert set(report["arms"]) == {"base", "pivotrl"}  # the smoke preset's twelve arms cut to two: options win
     assert "--rl-lora-r 2" in report["command"] and (results / "report.md").exists()

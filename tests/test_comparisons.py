@@ -71,6 +71,33 @@ def test_ood_retention_at_the_boundary_and_when_sft_lost_nothing(tmp_path: Path)
     assert arm_pair_claims({"ood_retention": r})[0]["holds"] is False
 
 
+def test_ood_retention_against_sft_long_says_whether_the_in_domain_gains_match(tmp_path: Path) -> None:
+    tasks = {"t1": 0.0, "t2": 0.0, "t3": 0.0, "t4": 0.0}
+    runs = [_run(tmp_path, "base", 0, probe=BASE_PROBES, task_sampled=tasks),
+            _run(tmp_path, "pivotrl", 0, probe=BASE_PROBES, task_sampled={**tasks, "t1": 1.0}),
+            _run(tmp_path, "sft", 0, probe=BASE_PROBES, task_sampled=tasks),
+            # trained longer: lost half the probes and gained every task in domain
+            _run(tmp_path, "sft_long", 0, probe={"p1": 0.0, "p2": 0.0, "p3": 1.0, "p4": 1.0},
+                 task_sampled={k: 1.0 for k in tasks})]
+    comp = paired_comparisons(runs, n_boot=200)
+    r = comp["ood_retention_sft_long"]
+    assert r["sft_arm"] == "sft_long" and r["sft_drop"] == pytest.approx(0.5) and r["pivotrl_drop"] == 0.0
+    assert comp["ood_retention"]["sft_arm"] == "sft" and comp["ood_retention"]["sft_drop"] == 0.0
+    # PivotRL gained 1 task of 4, SFT trained longer all 4: its OOD drop bought more in domain, not matched
+    match = r["in_domain"]
+    assert match["pivotrl_minus_sft"] == pytest.approx(-0.75) and match["ci_high"] < 0 and match["matched"] is False
+    claim = {c["name"]: c for c in arm_pair_claims(comp)}["ood_retention_paired_sft_long"]
+    assert claim["holds"] is True and "NOT matched" in claim["note"] and claim["numbers"]["sft_arm"] == "sft_long"
+    assert "SFT trained longer" in claim["text"]
+
+    other = tmp_path / "b"
+    other.mkdir()
+    runs[3] = _run(other, "sft_long", 0, probe={"p1": 0.0, "p2": 0.0, "p3": 1.0, "p4": 1.0},
+                   task_sampled={**tasks, "t2": 1.0})  # the same in-domain gain as PivotRL's
+    match = paired_comparisons(runs, n_boot=200)["ood_retention_sft_long"]["in_domain"]
+    assert match["pivotrl_minus_sft"] == 0.0 and match["matched"] is True
+
+
 def _test(diff: float, low: float, high: float, a: float = 0.5, b: float = 0.4) -> dict:
     return {"diff": diff, "ci_low": low, "ci_high": high, "p_value": 0.5, "n": 10, "mean_a": a, "mean_b": b}
 

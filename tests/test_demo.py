@@ -44,7 +44,7 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
                                                      "ood_drop_at_most_half_of_sft", "table4_ordering",
                                                      "pivotrl_beats_base_task_success", "rollout_turns_vs_e2e",
                                                      "pivotrl_not_below_sft_task_success", "ood_retention_paired",
-                                                     "table4_ordering_task_success"}
+                                                     "ood_retention_paired_sft_long", "table4_ordering_task_success"}
     # task success on held-out tasks beside per-turn accuracy, and the paired test against the base
     for name, arm in report["arms"].items():
         assert 0.0 <= arm["task_success"] <= 1.0 and 0.0 <= arm["task_success_greedy"] <= 1.0, name
@@ -52,7 +52,8 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     comp = report["comparisons"]["pivotrl_vs_base"]
     assert {"diff", "ci_low", "ci_high", "p_value"} <= set(comp) and comp["ci_low"] <= comp["diff"] <= comp["ci_high"]
     assert comp["n"] == 3 and 0.0 <= comp["p_value"] <= 1.0 and comp["per_turn"]["test"] == "mcnemar-exact"
-    assert set(report["comparisons"]) == ({f"{a}_vs_base" for a in ARMS if a != "base"} | {"ood_retention"}
+    assert set(report["comparisons"]) == ({f"{a}_vs_base" for a in ARMS if a != "base"}
+                                          | {"ood_retention", "ood_retention_sft_long"}
                                           | {"pivotrl_vs_sft", "pivotrl_vs_no_filter", "no_filter_vs_strict_reward",
                                              "e2e_credit_vs_e2e", "sft_pivotrl_vs_sft", "sft_pivotrl_vs_pivotrl",
                                              "pivotrl_vs_sft_long"})
