@@ -18,13 +18,13 @@ import shutil
 import sys
 from pathlib import Path
 
+from pivot_envs.experiments.ablation import BY_NAME, run_ablation, table_lines
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "pivotrl_ablation"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pivot_envs.experiments.ablation import BY_NAME, run_ablation, table_lines
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--demo", required=True, help="a demo's folder (pivot-envs demo --out DIR) with validation tasks")
     ap.add_argument("--variants", default=",".join(n for n in BY_NAME if n != "preset"),

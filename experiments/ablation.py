@@ -21,14 +21,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.experiments import demo
 from pivot_envs.experiments.arms import (RunSettings, RunSpec, execute_part, item_outcomes, part_done, passive_openmp,
                                         run_dir)
+from pivot_envs.experiments.evaluation import play_tasks
 from pivot_envs.experiments.stats import paired_bootstrap
+from pivot_envs.formats import read_pivots
+from pivot_envs.jsonl import write_jsonl
 from pivot_envs.types import stable_hash
 
 Logger = Callable[[str], None]
@@ -84,11 +89,7 @@ def variant_run(variant: Variant, cfg: Any, settings: RunSettings, sets: dict[st
 def adv_file(profiled: str, lam: float, dedup: bool, cfg: Any, folder: Path, say: Logger = print) -> str:
     """D_adv of the profiled candidates at ``lam``, de-duplicated or not, topped up like the demo's own
     (:func:`~pivot_envs.experiments.demo.adv_set`); written to ``folder``."""
-    from pivot_envs.experiments.demo import adv_set
-    from pivot_envs.formats import read_pivots
-    from pivot_envs.jsonl import write_jsonl
-
-    kept, _, _ = adv_set(read_pivots(profiled), lam, dedup, cfg.min_train_pivots, cfg.seed, say)
+    kept, _, _ = demo.adv_set(read_pivots(profiled), lam, dedup, cfg.min_train_pivots, cfg.seed, say)
     if not kept:
         raise ValueError(f"D_adv(lambda={lam:g}, dedup={dedup}) of {profiled} is empty: nothing to train on")
     path = folder / f"adv_lambda{lam:g}{'' if dedup else '_nodedup'}.jsonl"
@@ -109,8 +110,6 @@ def _in_process(settings: RunSettings, fn: Callable[..., Any], *args: Any) -> An
     with it), else here."""
     if not settings.fresh_process:
         return fn(*args)
-    import os
-
     passive_openmp(os.environ)
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(fn, *args).result()
@@ -126,8 +125,6 @@ def play_key(model: str, settings: RunSettings, seed: int, repeats: int) -> str:
 def play_validation(model: str, settings: RunSettings, seed: int, repeats: int, path: str) -> dict[str, Any]:
     """Play the validation tasks with ``model`` at T=1, ``repeats`` times each; save and return
     ``{"key", "model", "tasks": {task id: pass@1}, "success", "episodes", "seconds"}``."""
-    from pivot_envs.experiments.evaluation import play_tasks
-
     report = play_tasks(model, settings.domain, settings.val_tasks, settings.sampling(), seed=seed, temperature=1.0,
                         repeats=repeats, max_turns=settings.max_turns)
     tasks = item_outcomes(report)["task_sampled"]
@@ -186,8 +183,6 @@ def compare_plays(plays: dict[str, dict[str, Any]], reference: str, n_boot: int 
 def load_demo(out_dir: str | Path, say: Logger) -> tuple[Any, RunSettings, dict[str, Any]]:
     """The demo of ``out_dir`` (its ``demo_config.json``), its run settings and pivot sets; the stages before the
     arms are read back (run where they are missing)."""
-    from pivot_envs.experiments import demo
-
     out = Path(out_dir)
     config_file = out / "demo_config.json"
     if not config_file.exists():
