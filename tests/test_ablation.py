@@ -50,7 +50,8 @@ def test_each_variant_is_one_change_from_the_demos_own_pivotrl_run_and_pairs_on_
     # each variant changed exactly what it says, in a run of its own
     assert rows["g4_skip"]["group_size"] == 4 and rows["g4_skip"]["zero_variance"] == "skip"
     assert rows["preset"]["group_size"] == 2 and rows["preset"]["zero_variance"] == "resample"
-    assert rows["no_low_mean"]["group_size"] == 2 and rows["no_low_mean"]["train_pivots"] >= rows["preset"]["train_pivots"]
+    no_low_mean = rows["no_low_mean"]
+    assert no_low_mean["group_size"] == 2 and no_low_mean["train_pivots"] >= rows["preset"]["train_pivots"]
     assert len({r["run"] for r in rows.values()}) == 3
     for name, g in (("g4_skip", 4), ("preset", 2)):  # the trainer sampled G per group, again only with resample
         metrics = demo_dir / "runs" / rows[name]["run"] / "train" / "metrics.jsonl"
