@@ -543,7 +543,8 @@ def _train_rl(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
         return (f"reward {'-' if reward is None else f'{reward:.3f}'}, zero-variance groups "
                 f"{'-' if zv is None else f'{zv:.2f}'}")
 
-    result = train_pivotrl(rl_config(spec, settings, out), on_step=_progress(out, settings, describe))
+    progress = _progress(out, spec.steps or settings.steps, describe)
+    result = train_pivotrl(rl_config(spec, settings, out), on_step=progress)
     return rl_summary(read_metrics(result.metrics_path), settings.group_size, result.seconds,
                       pass_steps=steps_per_pass(spec.pivots, settings.pivots_per_step))
 
@@ -588,7 +589,8 @@ def _train_episodes(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str
         return (f"task success {'-' if reward is None else f'{reward:.3f}'}, {row.get('rollout_turns')} rollout "
                 f"turns, {row.get('branches', 0)} branches")
 
-    result = train_episode_rl(episode_config(spec, settings, out), on_step=_progress(out, settings, describe))
+    progress = _progress(out, spec.steps or settings.steps, describe)
+    result = train_episode_rl(episode_config(spec, settings, out), on_step=progress)
     rows = read_metrics(result.metrics_path)
     summary = rl_summary(rows, settings.group_size, result.seconds)
     summary.update(kind="episodes", rollouts=sum(int(r.get("rollout_turns") or 0) for r in rows),
@@ -645,7 +647,8 @@ def _train_sft(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any
                     batch_size=settings.pivots_per_step,
                     lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
                     max_prompt_tokens=settings.max_context_tokens, log_every=10 ** 6, plots=True, **fields)
-    result = train_sft(cfg, on_step=_progress(out, settings, lambda r: f"loss {r.get('loss', float('nan')):.4f}"))
+    progress = _progress(out, spec.steps or settings.steps, lambda r: f"loss {r.get('loss', float('nan')):.4f}")
+    result = train_sft(cfg, on_step=progress)
     return {"kind": "sft", "steps": result.steps, "updates": result.steps, "rollouts": 0, "tokens": result.tokens,
             "loss_tokens": result.loss_tokens, "loss_first": _mean(result.losses[: max(1, len(result.losses) // 10)]),
             "loss_last": _mean(result.losses[-max(1, len(result.losses) // 10):]), "seconds": result.seconds}
@@ -807,14 +810,13 @@ def task_curve(spec: RunSpec, settings: RunSettings, folder: Path) -> list[dict[
 # --------------------------------------------------------------------------- helpers
 
 
-def _progress(out: Path, settings: RunSettings, describe: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], None]:
-    """An ``on_step`` that prints ``describe(row)`` at every fifth of the run."""
-    every = max(1, settings.steps // 5)
+def _progress(out: Path, steps: int, describe: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], None]:
+    """An ``on_step`` that prints ``describe(row)`` at every fifth of the run's ``steps``."""
+    every = max(1, steps // 5)
 
     def on_step(row: dict[str, Any]) -> None:
         if row["step"] % every == 0:
-            _say(f"[{out.parent.name}] step {row['step']}/{settings.steps}: {describe(row)}, "
-                 f"{row.get('step_s', 0):.1f} s/step")
+            _say(f"[{out.parent.name}] step {row['step']}/{steps}: {describe(row)}, {row.get('step_s', 0):.1f} s/step")
 
     return on_step
 

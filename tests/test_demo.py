@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -575,3 +576,14 @@ def test_model_argument_forms_and_errors(tmp_path):
         parse_model(f"gguf:{tmp_path / 'x.gguf'}")
     with pytest.raises(ValueError, match="use tiny, smollm2, gguf:FILE or hf:DIR"):
         parse_model("llama")
+
+
+def test_training_progress_counts_the_runs_own_steps(capsys):
+    """An arm that trains longer than the others (``sft_long``) says ``step 64/64``, not ``64/16``."""
+    from pivot_envs.experiments.arms import _progress
+
+    on_step = _progress(Path("runs/sft_long-s0-abc/train"), 64, lambda row: "loss 0.1")
+    for step in range(1, 65):
+        on_step({"step": step, "step_s": 1.0})
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split("] ")[1].split(":")[0] for line in lines] == [f"step {s}/64" for s in (12, 24, 36, 48, 60)]
