@@ -116,9 +116,11 @@ def _in_process(settings: RunSettings, fn: Callable[..., Any], *args: Any) -> An
 
 
 def play_key(model: str, settings: RunSettings, seed: int, repeats: int) -> str:
-    """What a validation play's outcomes depend on (a saved play with another key is played again)."""
-    return stable_hash("ablation-val", str(Path(model).resolve()), settings.val_tasks, settings.domain, seed, repeats,
-                       settings.max_turns, settings.max_new_tokens, settings.max_context_tokens,
+    """What a validation play's outcomes depend on (a saved play with another key is played again): the model's
+    files as they are now (a run trained again is played again), the tasks and the sampling."""
+    files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(model).iterdir() if f.is_file())
+    return stable_hash("ablation-val", str(Path(model).resolve()), files, settings.val_tasks, settings.domain, seed,
+                       repeats, settings.max_turns, settings.max_new_tokens, settings.max_context_tokens,
                        dataclasses.asdict(settings.engine))[:12]
 
 

@@ -76,6 +76,14 @@ def test_each_variant_is_one_change_from_the_demos_own_pivotrl_run_and_pairs_on_
     assert run_ablation(demo_dir, ["g4_skip", "no_low_mean"], repeats=2, say=again.append, n_boot=200) == table
     assert not any("playing" in s for s in again), again
     assert {f: f.stat().st_mtime_ns for f in saved} == saved
+    # a model trained again is played again (its saved play no longer matches the model's files)
+    weights = next(f for f in (demo_dir / "runs" / rows["g4_skip"]["run"] / "train" / "final").iterdir()
+                   if f.suffix == ".safetensors")
+    weights.touch()
+    replayed: list[str] = []
+    run_ablation(demo_dir, ["g4_skip"], repeats=2, say=replayed.append, n_boot=200)
+    assert [s for s in replayed if "playing" in s] == ["  playing the validation tasks with g4_skip (2 episodes a task "
+                                                      "at T=1) ..."]
     # the CLI copies the table where the repository keeps it
     results = tmp_path / "results"
     assert _benchmark().main(["--demo", str(demo_dir), "--variants", "g4_skip,no_low_mean", "--repeats", "2",
