@@ -17,8 +17,8 @@ each dtype (paired bootstrap over the items). Two measures:
         runs/real36/base_model runs/real36/runs/sft-s0-KEY/train/final runs/real36/runs/pivotrl-s0-KEY/train/final
 
 If the difference is the same in both, the bfloat16 engine keeps it and the arms may be played in bfloat16 (1.3x
-as fast on 2 CPU cores for SmolLM2-135M: docs/results.md); if not, play them in float32 (``DemoConfig.engine_dtype``). Each model and dtype runs in a
-process of its own (a fresh engine).
+as fast on 2 CPU cores for SmolLM2-135M: docs/results.md); if not, play them in float32
+(``DemoConfig.engine_dtype``). Each model and dtype runs in a process of its own (a fresh engine).
 """
 
 from __future__ import annotations

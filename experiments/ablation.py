@@ -221,7 +221,7 @@ def run_ablation(out_dir: str | Path, names: Sequence[str], repeats: int, say: L
         folder = run_dir(spec, run_settings)
         models[name] = str(folder / "train" / "final")
         rows[name] = {"text": BY_NAME[name].text, "run": folder.name, "lr": spec.lr,
-                      "train_pivots": _count_lines(spec.pivots), "steps": run_settings.steps,
+                      "train_pivots": demo.count_lines(str(spec.pivots)), "steps": run_settings.steps,
                       "group_size": run_settings.group_size, "pivots_per_step": run_settings.pivots_per_step,
                       "lora_r": run_settings.rl_lora_r, "zero_variance": run_settings.zero_variance,
                       "train_seconds": train.get("seconds"), "used_samples": train.get("used_samples"),
@@ -256,9 +256,3 @@ def table_lines(table: dict[str, Any]) -> list[str]:
                      f"{cell(r['vs_base'])} | {cell(r['vs_preset'])} |")
     return lines
 
-
-def _count_lines(path: str | None) -> int | None:
-    if not path:
-        return None
-    with open(path, encoding="utf-8") as f:
-        return sum(1 for line in f if line.strip())

@@ -221,6 +221,10 @@ class RunSpec:
     init: str | None = None
     steps: int | None = None
 
+    def run_steps(self, settings: RunSettings) -> int:
+        """Optimiser steps of this run: its own ``steps``, else the settings' (every arm but ``sft_long``)."""
+        return self.steps or settings.steps
+
     def key(self, settings: RunSettings, *, legacy: bool = False) -> str:
         """Folder name of this run: arm, seed and a hash of everything its numbers depend on. The base is not
         trained, so the training budget is not part of its key (a budget change reuses its evaluations);
@@ -337,7 +341,7 @@ def execute_part(spec: RunSpec, settings: RunSettings, part: str) -> dict[str, A
 def _run_part(spec: RunSpec, settings: RunSettings, part: str, folder: Path) -> dict[str, Any]:
     model = settings.base_model if spec.arm == "base" else str(folder / "train" / "final")
     if part == "train":
-        _say(f"[{folder.name}] training {spec.arm} ({spec.steps or settings.steps} steps, lr {spec.lr:g}"
+        _say(f"[{folder.name}] training {spec.arm} ({spec.run_steps(settings)} steps, lr {spec.lr:g}"
              + (f", from {spec.init}" if spec.init else "") + ") ...")
         result = _train(spec, settings, folder / "train")
         _say(f"[{folder.name}] trained in {result['seconds']:.0f} s")
@@ -509,7 +513,7 @@ def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
     """The :class:`~pivot_envs.trainers.config.PivotRLConfig` of an RL arm (as a dict)."""
     cfg: dict[str, Any] = dict(
         model=spec.init or settings.base_model, output_dir=str(out), domain=settings.domain,
-        pivots=spec.pivots, seed=spec.seed, steps=spec.steps or settings.steps,
+        pivots=spec.pivots, seed=spec.seed, steps=spec.run_steps(settings),
         pivots_per_step=settings.pivots_per_step,
         group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
@@ -543,7 +547,7 @@ def _train_rl(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
         return (f"reward {'-' if reward is None else f'{reward:.3f}'}, zero-variance groups "
                 f"{'-' if zv is None else f'{zv:.2f}'}")
 
-    progress = _progress(out, spec.steps or settings.steps, describe)
+    progress = _progress(out, spec.run_steps(settings), describe)
     result = train_pivotrl(rl_config(spec, settings, out), on_step=progress)
     return rl_summary(read_metrics(result.metrics_path), settings.group_size, result.seconds,
                       pass_steps=steps_per_pass(spec.pivots, settings.pivots_per_step))
@@ -589,7 +593,7 @@ def _train_episodes(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str
         return (f"task success {'-' if reward is None else f'{reward:.3f}'}, {row.get('rollout_turns')} rollout "
                 f"turns, {row.get('branches', 0)} branches")
 
-    progress = _progress(out, spec.steps or settings.steps, describe)
+    progress = _progress(out, spec.run_steps(settings), describe)
     result = train_episode_rl(episode_config(spec, settings, out), on_step=progress)
     rows = read_metrics(result.metrics_path)
     summary = rl_summary(rows, settings.group_size, result.seconds)
@@ -643,11 +647,11 @@ def _train_sft(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any
     if settings.engine.tools != "auto":
         fields["prompt_tools"] = settings.engine.tools
     cfg = SFTConfig(model=spec.init or settings.base_model, output_dir=str(out), domain=settings.domain,
-                    pivots=spec.pivots, seed=spec.seed, steps=spec.steps or settings.steps,
+                    pivots=spec.pivots, seed=spec.seed, steps=spec.run_steps(settings),
                     batch_size=settings.pivots_per_step,
                     lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
                     max_prompt_tokens=settings.max_context_tokens, log_every=10 ** 6, plots=True, **fields)
-    progress = _progress(out, spec.steps or settings.steps, lambda r: f"loss {r.get('loss', float('nan')):.4f}")
+    progress = _progress(out, spec.run_steps(settings), lambda r: f"loss {r.get('loss', float('nan')):.4f}")
     result = train_sft(cfg, on_step=progress)
     return {"kind": "sft", "steps": result.steps, "updates": result.steps, "rollouts": 0, "tokens": result.tokens,
             "loss_tokens": result.loss_tokens, "loss_first": _mean(result.losses[: max(1, len(result.losses) // 10)]),
