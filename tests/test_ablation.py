@@ -101,3 +101,15 @@ def test_bad_input_names_the_fix(tmp_path, capsys):
         run_ablation(tmp_path, ["g8"], repeats=1)
     with pytest.raises(ValueError, match="repeats 0"):
         run_ablation(tmp_path, ["g4_skip"], repeats=0)
+
+
+def test_a_play_whose_every_episode_errored_is_an_error_not_a_zero():
+    """Validation plays with no scored task (every episode an infrastructure error) stop the comparison: the
+    benchmark then exits 2 with the message, never a table of 0.000."""
+    from pivot_envs.experiments.ablation import compare_plays
+
+    plays = {"preset": {"tasks": {"t1": 1.0, "t2": 0.0}}, "g4_skip": {"tasks": {"t1": None, "t2": None}}}
+    with pytest.raises(ValueError, match="the validation plays of g4_skip and preset share no scored task"):
+        compare_plays(plays, "preset", n_boot=200)
+    plays["g4_skip"]["tasks"]["t2"] = 1.0  # one scored task: compared over it alone
+    assert compare_plays(plays, "preset", n_boot=200)["g4_skip"]["n"] == 1
