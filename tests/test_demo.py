@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -134,10 +135,13 @@ def test_two_workers_run_each_part_of_a_run_as_its_own_job_with_the_numbers_of_o
     from pivot_envs.experiments.demo import run_pipeline
 
     cfg = dataclasses.replace(smoke_config(), arms=("base", "sft", "pivotrl"), rl_lr_grid=(1e-3,), lambda_grid=(1.0,),
-                              divergence_pivots=0)  # the every-stage smoke run measures it
+                              divergence_pivots=0, verifier_pivots=0)  # the every-stage smoke run measures them
+    out = tmp_path / "demo"
     reports = {}
     for workers in (2, 1):
-        out = tmp_path / f"w{workers}"
+        # workers only change how the runs are done: the one-worker pass keeps the stages before them (data, base,
+        # profile, filter) and does every run again
+        shutil.rmtree(out / "runs", ignore_errors=True)
         reports[workers] = run_pipeline(dataclasses.replace(cfg, workers=workers), out, log=lambda _: None)
         for arm in ("base", "sft", "pivotrl"):
             folder = out / "runs" / reports[workers]["arms"][arm]["per_seed"][0]["run"]
