@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,12 @@ DTYPES = ("float32", "bfloat16")
 
 
 def _sampling(dtype: str) -> Any:
-    """The real preset's sampling settings with the engine in ``dtype``."""
-    from pivot_envs.experiments.engines import EngineSettings
-    from pivot_envs.experiments.evaluation import Sampling
+    """The real preset's sampling settings (:func:`pivot_envs.experiments.demo.sampling`) on vLLM in ``dtype``, with
+    the engine's own thread count."""
+    from pivot_envs.experiments.demo import real_config, sampling
 
-    engine = EngineSettings(kind="vllm", dtype=dtype, kv_cache_gib=2.0, max_model_len=1120, tools="none")
-    return Sampling(engine=engine, max_new_tokens=96, max_prompt_tokens=1024, batch_size=32, num_threads=None)
+    preset = sampling(real_config())
+    return replace(preset, engine=replace(preset.engine, kind="vllm", dtype=dtype), num_threads=None)
 
 
 def play(model: str, tasks: str, dtype: str, repeats: int) -> dict[str, dict[str, float]]:
