@@ -243,8 +243,9 @@ def table_lines(table: dict[str, Any]) -> list[str]:
     """The ablation as a markdown table."""
     lines = [f"Validation task success at T=1: {table['tasks']} tasks x {table['repeats']} episodes "
              f"(base {table['base_val_success']:.3f}); paired bootstrap over tasks.", "",
-             "| variant | change | D_adv | G | pivots/step | LoRA r | lr | train s | val T=1 | - base | - preset |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| variant | change | D_adv | G | pivots/step | LoRA r | lr | RL samples (in the loss) | train s | "
+             "val T=1 | - base | - preset |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def cell(t: dict[str, Any] | None) -> str:
         return "-" if not t else f"{t['diff']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}], p={t['p_value']:.2g}"
@@ -252,7 +253,14 @@ def table_lines(table: dict[str, Any]) -> list[str]:
     for name, r in table["variants"].items():
         seconds = "-" if r["train_seconds"] is None else f"{r['train_seconds']:.0f}"
         lines.append(f"| {name} | {r['text']} | {r['train_pivots']} | {r['group_size']} | {r['pivots_per_step']} | "
-                     f"{r['lora_r'] or 'full'} | {r['lr']:g} | {seconds} | {r['val_success']:.3f} | "
+                     f"{r['lora_r'] or 'full'} | {r['lr']:g} | {_samples(r)} | {seconds} | {r['val_success']:.3f} | "
                      f"{cell(r['vs_base'])} | {cell(r['vs_preset'])} |")
     return lines
 
+
+def _samples(row: dict[str, Any]) -> str:
+    """A variant's RL samples and, in brackets, those that entered the loss (groups with mixed rewards) (``-`` when not recorded)."""
+    if row.get("rollouts") is None:
+        return "-"
+    used = row.get("used_samples")
+    return f"{row['rollouts']}" + ("" if used is None else f" ({used})")
