@@ -259,7 +259,8 @@ def table_lines(table: dict[str, Any]) -> list[str]:
 
 
 def _samples(row: dict[str, Any]) -> str:
-    """A variant's RL samples and, in brackets, those that entered the loss (groups with mixed rewards) (``-`` when not recorded)."""
+    """A variant's RL samples and, in brackets, those that entered the loss (groups of mixed rewards); ``-`` when
+    not recorded."""
     if row.get("rollouts") is None:
         return "-"
     used = row.get("used_samples")
