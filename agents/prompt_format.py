@@ -28,11 +28,14 @@ DEFAULT_TOOLS = "auto"
 
 
 def write_prompt_format(folder: str | Path, *, tools: str | None, max_prompt_tokens: int | None) -> Path:
-    """Write ``folder/prompt_format.json`` (``tools`` ``None`` is written as the default, ``auto``)."""
+    """Write ``folder/prompt_format.json`` (``tools`` ``None`` is written as the default, ``auto``); a file that
+    already says the same is left as it is, so writing a finished folder's record again changes none of its files."""
     tools = DEFAULT_TOOLS if tools is None else tools
     _check(tools, max_prompt_tokens, where=str(folder))
     path = Path(folder) / PROMPT_FORMAT_FILE
-    path.write_text(json.dumps({"tools": tools, "max_prompt_tokens": max_prompt_tokens}) + "\n", encoding="utf-8")
+    text = json.dumps({"tools": tools, "max_prompt_tokens": max_prompt_tokens}) + "\n"
+    if not (path.is_file() and path.read_text(encoding="utf-8") == text):
+        path.write_text(text, encoding="utf-8")
     return path
 
 

@@ -76,6 +76,13 @@ def test_smoke_demo_on_a_pretrained_model_warms_it_up_and_reports_the_real_model
     md = (out / "report.md").read_text()
     assert "## Base model" in md and "Warm-up (LoRA rank 2" in md and "OOD task success" in md
     assert (out / "accuracy.png").exists() and (out / "per_turn.png").exists()
+    # reading the finished demo back (as the ablation does) touches no file of the base: a play keyed by the
+    # model's files is not played again
+    from pivot_envs.experiments.ablation import load_demo
+
+    stamps = {f.name: f.stat().st_mtime_ns for f in (out / "base_model").iterdir()}
+    load_demo(out, lambda _: None)
+    assert {f.name: f.stat().st_mtime_ns for f in (out / "base_model").iterdir()} == stamps
 
 
 def test_the_budget_options_reach_the_run_and_bad_ones_are_refused(tmp_path):
