@@ -9,8 +9,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("COLUMNS", "200")  # rich wraps CLI output at the terminal's width: paths stay on one line
-if os.environ.get("PYTEST_XDIST_WORKER"):  # 3 workers on 2 shared cores: one torch thread each (set before torch loads;
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # threads that spin-wait for a busy core stalled a 2-thread play 9x)
+# CI cores are shared and busy: one OpenMP thread per test process, which sleeps when it waits (set before torch
+# loads; inherited by the CLIs and servers tests start). Threads that spin-wait for a busy core stalled a 2-thread
+# play 9x on the suite's 3 workers, and made the vLLM lane (one process, `-n 0`) 3x slower beside two busy loops.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 MAX_SLOW_FACTOR = 10.0
