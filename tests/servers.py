@@ -125,6 +125,7 @@ def start_transformers_serve(log_path: Path, *, force_model: str | None = None, 
     if force_model:
         cmd.append(force_model)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    env.setdefault("OMP_NUM_THREADS", "1")
     log = open(log_path, "wb")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     log.close()
