@@ -7,6 +7,11 @@ each against the preset and the base (paired bootstrap over the tasks)::
     .venv-vllm/bin/python benchmarks/pivotrl_ablation.py --demo runs/real36 --repeats 4 \\
         --variants no_low_mean,g4_skip,per_step8,full_ft,lr_1e-4,lr_4e-4
 
+``--model smollm2`` starts the real preset's demo in an empty ``--demo`` folder first (only the stages before the
+arms: data, warm-up base, profile, filter; about 20 min), so no finished demo is needed::
+
+    .venv-vllm/bin/python benchmarks/pivotrl_ablation.py --demo runs/ablation36 --model smollm2 --variants full_ft
+
 Resumable: trained runs and saved plays are reused (an interrupted call picks up where it stopped). The table goes
 to ``--results`` (``table.md`` and ``ablation.json``) as well as to stdout.
 """
@@ -18,7 +23,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from pivot_envs.experiments.ablation import BY_NAME, run_ablation, table_lines
+from pivot_envs.experiments.ablation import BY_NAME, run_ablation, start_demo, table_lines
+from pivot_envs.experiments.demo import real_config
+from pivot_envs.experiments.model_source import parse_model
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "pivotrl_ablation"
@@ -27,6 +34,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "pivotrl_ablation"
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--demo", required=True, help="a demo's folder (pivot-envs demo --out DIR) with validation tasks")
+    ap.add_argument("--model", help="start the real preset's demo of this pretrained model (as `pivot-envs demo "
+                    "--model MODEL`) in --demo when it holds none; its arms are not run")
     ap.add_argument("--variants", default=",".join(n for n in BY_NAME if n != "preset"),
                     help=f"comma-separated variants (the preset is always played): {', '.join(BY_NAME)}")
     ap.add_argument("--repeats", type=int, default=4, help="T=1 episodes per validation task")
@@ -34,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.variants.split(",") if n.strip()]
     try:
+        if args.model:
+            if not parse_model(args.model).pretrained:
+                raise ValueError(f"--model {args.model}: the ablation starts the real preset of a pretrained model "
+                                 "(smollm2, gguf:FILE, hf:DIR); for the tiny model run `pivot-envs demo --out DIR` "
+                                 "first and pass --demo DIR")
+            start_demo(args.demo, real_config(model=args.model))
         table = run_ablation(args.demo, names, args.repeats)
     except (ValueError, FileNotFoundError) as err:
         print(f"pivotrl_ablation: {err}", file=sys.stderr)

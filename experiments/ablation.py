@@ -14,6 +14,13 @@ over the tasks::
 Every run is a demo run (``DIR/runs/KEY``: resumable, its training shared with any demo run of the same settings);
 the validation plays are saved under ``DIR/ablation/`` (one file a model, resumed by its key). The demo's stages
 before the arms (data, base, profile, filter) are read back, never redone when they are saved.
+
+The ablation needs the demo's stages, not its arms: :func:`start_demo` makes a folder the demo of a config without
+playing its arms (hours of held-out evaluation on the real preset), and the ablation then runs those stages itself
+and trains the preset as the demo would (the same run key: a later ``pivot-envs demo --out DIR`` reuses it)::
+
+    start_demo("runs/ablation36", real_config(model="smollm2"))
+    table = run_ablation("runs/ablation36", ["full_ft"], repeats=4)
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any, Callable, Sequence
 from pivot_envs.experiments import demo
 from pivot_envs.experiments.arms import (RunSettings, RunSpec, execute_part, item_outcomes, part_done, passive_openmp,
                                         run_dir)
+from pivot_envs.experiments.engines import resolve_engine
 from pivot_envs.experiments.evaluation import play_tasks
 from pivot_envs.experiments.stats import paired_bootstrap
 from pivot_envs.formats import read_pivots
@@ -180,6 +188,23 @@ def compare_plays(plays: dict[str, dict[str, Any]], reference: str, n_boot: int 
         test = paired_bootstrap([play["tasks"][k] for k in keys], [ref[k] for k in keys], n_boot=n_boot, seed=0)
         out[name] = {k: test[k] for k in ("diff", "ci_low", "ci_high", "p_value", "n")}
     return out
+
+
+def start_demo(out_dir: str | Path, cfg: Any) -> Path:
+    """Make ``out_dir`` the demo of ``cfg`` (a :class:`~pivot_envs.experiments.demo.DemoConfig`; its engine resolved
+    as ``pivot-envs demo`` does) by writing its ``demo_config.json``: :func:`load_demo` then runs the stages before
+    the arms, and the arms are left to ``pivot-envs demo``. A folder with this demo already is kept as it is; one
+    with another demo is an error (its runs would be compared with the wrong preset). Returns the config file."""
+    path = Path(out_dir) / "demo_config.json"
+    wanted = json.loads(json.dumps(dataclasses.replace(cfg, engine=resolve_engine(cfg.engine)).to_dict()))
+    if path.exists():
+        if json.loads(path.read_text(encoding="utf-8")) != wanted:
+            raise ValueError(f"{path}: another demo's config is here; pass an empty --demo folder to start this "
+                             f"one, or leave --model out to use the demo that is there")
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(wanted, indent=1) + "\n", encoding="utf-8")
+    return path
 
 
 def load_demo(out_dir: str | Path, say: Logger) -> tuple[Any, RunSettings, dict[str, Any]]:

@@ -103,6 +103,27 @@ def test_bad_input_names_the_fix(tmp_path, capsys):
         run_ablation(tmp_path, ["g4_skip"], repeats=0)
 
 
+def test_an_empty_folder_becomes_a_demo_without_its_arms_and_another_demos_folder_is_refused(tmp_path, capsys):
+    """``--model`` starts a demo for the ablation alone: its config is written, the stages before the arms run
+    when the ablation loads it, and no arm is trained or played; a folder holding another demo is never reused."""
+    from pivot_envs.experiments.ablation import load_demo, start_demo
+    from pivot_envs.experiments.demo import smoke_config
+
+    cfg = dataclasses.replace(smoke_config(), engine="hf")
+    folder = tmp_path / "demo"
+    path = start_demo(folder, cfg)
+    assert json.loads(path.read_text())["steps"] == cfg.steps
+    assert start_demo(folder, cfg) == path  # the same demo: kept as it is
+    _, settings, sets = load_demo(folder, say=lambda _: None)
+    assert settings.val_tasks and sets["adv"] and Path(sets["profile"]["file"]).exists()
+    assert not (folder / "runs").exists() and not (folder / "report.json").exists()
+    with pytest.raises(ValueError, match="demo_config.json: another demo's config is here; pass an empty --demo"):
+        start_demo(folder, dataclasses.replace(cfg, steps=cfg.steps + 1))
+    assert _benchmark().main(["--demo", str(tmp_path / "other"), "--model", "tiny"]) == 2
+    assert "for the tiny model run `pivot-envs demo --out DIR` first" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
+
+
 def test_a_play_whose_every_episode_errored_is_an_error_not_a_zero():
     """Validation plays with no scored task (every episode an infrastructure error) stop the comparison: the
     benchmark then exits 2 with the message, never a table of 0.000."""
