@@ -46,10 +46,13 @@ class Verifier:
     """Base class. Subclasses set ``name`` and implement :meth:`verify`.
 
     Subclasses are dataclasses: their fields are the config parameters, so
-    ``config()`` and ``build_verifier(config)`` round-trip.
+    ``config()`` and ``build_verifier(config)`` round-trip. A subclass bumps ``version`` whenever its
+    verdicts change (:mod:`pivot_envs.verifiers.versions`: runs record it and refuse to resume under another).
     """
 
     name: ClassVar[str] = "base"
+    version: ClassVar[int] = 1
+    """The version of this verifier's verdicts: bump it when a code change changes what it accepts or rewards."""
 
     def verify(self, action: Action, pivot: Pivot) -> VerifyResult:  # pragma: no cover - abstract
         raise NotImplementedError
