@@ -955,6 +955,11 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
     say(f"  mean reward {stats['mean_reward']:.3f}; zero-variance {stats['zero_var_frac']:.2f} "
         f"(all wrong {stats['all_wrong_frac']:.2f}, all right {stats['all_right_frac']:.2f}); "
         f"mixed {stats['mixed_frac']:.2f}")
+    hack = stats["hack"]
+    if hack.get("hack/accepted"):
+        say(f"  of {hack['hack/accepted']} accepted samples: more calls than the expert {hack['hack/more_calls']:.1%}, "
+            f"a stop at a call pivot {hack['hack/stop_at_call']:.1%}, an answer > 3x the expert's "
+            f"{hack['hack/long_answer']:.1%}")
     for domain, row in stats["accepted_by_domain"].items():
         say(f"  {domain}: {row['not_exact']:.1%} of {row['accepted']} accepted samples were not the expert's exact "
             f"action ({', '.join(f'{k} {v}' for k, v in sorted(row['accepted_by'].items(), key=lambda kv: -kv[1]))})")
@@ -982,6 +987,7 @@ def profile_stats(pivots: Sequence[Pivot], k: int) -> dict[str, Any]:
         "mean_histogram": rep.mean_hist,
         "accepted_by": dict(rep.accepted_by),
         "accepted_by_domain": {d: dict(row) for d, row in rep.by_domain.items()},
+        "hack": rep.hack_metrics,
     }
 
 

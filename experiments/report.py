@@ -24,6 +24,8 @@ from pivot_envs.experiments.comparisons import arm_intervals, paired_comparisons
 from pivot_envs.experiments.plots import draw_plots
 from pivot_envs.experiments.verifier_demo import DomainSummary, markdown_report
 from pivot_envs.experiments.work_time import clock_missed_work, least_wall_seconds, runs_seconds_lines
+from pivot_envs.trainers.metrics import read_metrics
+from pivot_envs.verifiers.hack_monitor import ACCEPTED, HACKS, HackCounts
 
 CLAIM_MARGIN = 0.10
 """PivotRL must beat Base in-domain by at least this much (10 points)."""
@@ -83,6 +85,9 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         curves = [r["curve"] for r in rows if r.get("curve")]
         if curves:
             entry["curve"] = mean_curve(curves)
+        hack = hack_drift([read_metrics(Path(r["folder"]) / "train" / "metrics.jsonl") for r in rows if r.get("folder")])
+        if hack is not None:
+            entry["hack"] = hack
         for name, key in (("truncated_greedy", "episodes"), ("truncated_sampled", "episodes_sampled")):
             shares = [v for v in (truncated_share(r, key) for r in rows) if v is not None]
             entry[name] = mean_std(shares)[0]
@@ -94,6 +99,25 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                               "run": Path(r["folder"]).name} for r in rows]
         out[arm] = entry
     return out
+
+
+def hack_drift(runs: Sequence[Sequence[dict[str, Any]]]) -> dict[str, Any] | None:
+    """The hack monitor's figures of an arm's training (:mod:`pivot_envs.verifiers.hack_monitor`) from its seeds'
+    metrics rows: ``all`` steps, ``early`` (each seed's first third of the steps) and ``late`` (its last third),
+    each the metrics of the summed counts (so a drift toward a hack shows as early -> late). ``None`` when no row
+    carries the monitor (SFT, runs written before it)."""
+    parts = {"all": HackCounts(), "early": HackCounts(), "late": HackCounts()}
+    found = False
+    for rows in runs:
+        counts = [c for c in (HackCounts.from_metrics(r) for r in rows) if c is not None]
+        if not counts:
+            continue
+        found = True
+        third = max(1, len(counts) // 3)
+        parts["all"] = sum(counts, parts["all"])
+        parts["early"] = sum(counts[:third], parts["early"])
+        parts["late"] = sum(counts[-third:], parts["late"])
+    return {name: c.metrics() for name, c in parts.items()} if found else None
 
 
 def _text_turns(path: str | None) -> int | None:
@@ -692,6 +716,7 @@ def markdown(report: dict[str, Any]) -> str:
         zero = a.get("zero_var_in_sample", "-") if name.startswith("random") else a.get("zero_var", "-")
         lines.append(f"| {name} | {a.get('train_pivots', a.get('kept'))} | {zero} | "
                      f"{a.get('too_easy', '-')} | {a.get('topped_up', 0) or '-'} |")
+    lines += hack_lines(r)
     sel = r["selection"]
     lines += ["", "## Hyper-parameters", "",
               f"Chosen {'on the validation split' if sel['trials'] else '(fixed, no search in this mode)'}: "
@@ -914,6 +939,55 @@ def _fmt(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_fmt(v) for v in value) + "]"
     return str(value)
+
+
+def hack_lines(report: dict[str, Any]) -> list[str]:
+    """The hack monitor's table: per arm, the shares of its accepted training samples (PivotRL: first-round samples;
+    episodes: judged turns) that make more calls than the expert, stop at a call pivot, answer at > 3x the expert's
+    length, or were not the expert's exact action, early -> late in training; the profile stage's base samples
+    first. Nothing when no figure was recorded."""
+    rows = []
+    base = (report.get("profile") or {}).get("hack")
+    if base and base.get(ACCEPTED):
+        rows.append(["profile (base model)", f"{base[ACCEPTED]:,}", *(_share(base.get(k)) for k in HACKS),
+                     _share(_not_exact(base)), _top_categories(base)])
+    for name, a in report["arms"].items():
+        hack = a.get("hack")
+        if not hack:
+            continue
+        early, late, every = hack["early"], hack["late"], hack["all"]
+        rows.append([name, f"{every[ACCEPTED]:,}",
+                     *(_drift(early.get(k), late.get(k)) for k in HACKS),
+                     _drift(_not_exact(early), _not_exact(late)), _top_categories(every)])
+    if not rows:
+        return []
+    return ["", "## Hack monitor (accepted samples unlike the expert's action)", "",
+            "Shares of the accepted samples (passed, no verifier error; the episode arms: the turns the env judged on "
+            "the expert's path, none without turn credit) that make more tool calls than the expert, make no call "
+            "where the expert made one, answer with text > 3x the expert's answer in characters, or were not the "
+            "expert's exact action; early -> late = the first -> the last third of each seed's training steps.", "",
+            "| arm | accepted | more calls | stop at a call | long answer | not exact | accepted by (all steps) |",
+            "|---|---|---|---|---|---|---|", *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def _drift(early: float | None, late: float | None) -> str:
+    """``2.0% -> 7.5%`` (``-`` where neither third accepted a sample)."""
+    return "-" if early is None and late is None else f"{_share(early)} -> {_share(late)}"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _not_exact(metrics: dict[str, Any]) -> float | None:
+    exact = metrics.get("accepted_by/exact")
+    return None if exact is None else 1.0 - exact
+
+
+def _top_categories(metrics: dict[str, Any]) -> str:
+    """``exact 80%, arguments 15%, ...``: the categories that accepted some samples, most first."""
+    shares = [(k.split("/", 1)[1].replace("_", " "), v) for k, v in metrics.items() if k.startswith("accepted_by/") and v]
+    return ", ".join(f"{k} {v:.0%}" for k, v in sorted(shares, key=lambda kv: -kv[1])) or "-"
 
 
 def _accepted_lines(profile: dict[str, Any]) -> list[str]:

@@ -17,7 +17,12 @@ the domain verifier scores them against the expert action, and the pivot gets::
   aligned with ``rewards`` (what the miss-rate report needs);
   ``pivot.meta["profile_accepted_by"]``: per sample, what accepted it (``exact``, ``effect``,
   ``state``, ... or ``None``: :mod:`pivot_envs.verifiers.accepted_by`);
-  ``pivot.meta["profile_error"]``: the first verifier error, when any.
+  ``pivot.meta["profile_error"]``: the first verifier error, when any;
+  ``pivot.meta["profile_hack"]``: the hack monitor's counts over the pivot's accepted samples
+  (:meth:`pivot_envs.verifiers.hack_monitor.HackCounts.counts`: more calls than the expert, a stop at a
+  call pivot, an answer over 3x the expert's length, per ``accepted_by`` category). Every finished batch
+  logs their shares (logger ``pivot_envs.pipeline``, INFO); :func:`pivot_envs.pipeline.report.profile_report`
+  adds them up.
 * When *every* sample errored the pivot is **unscored**: ``rewards == []``,
   ``mean = var = 0.0`` (NaN-free), ``strict_mean = None`` and
   ``pivot.meta["profile_unscored"] = True``; every filter mode drops it.
@@ -55,6 +60,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,11 +71,15 @@ from pivot_envs.types import Action, Pivot, Profile, VerifyResult, stable_hash
 from pivot_envs.verifiers import Verifier, VerifierSpec, build_verifier
 from pivot_envs.verifiers.accepted_by import accepted_by
 from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
+from pivot_envs.verifiers.hack_monitor import ACCEPTED, HACKS, HackCounts, hack_counts
+
+log = logging.getLogger("pivot_envs.pipeline")
 
 ProgressCallback = Callable[[int, int], None]
 """``progress(done, total)``: pivots profiled so far (including resumed ones) and the total."""
 
-PROFILE_META_KEYS = ("profile_strict", "profile_passed", "profile_accepted_by", "profile_error", "profile_unscored")
+PROFILE_META_KEYS = ("profile_strict", "profile_passed", "profile_accepted_by", "profile_error", "profile_unscored",
+                     "profile_hack")
 """``pivot.meta`` keys written by profiling (cleared on re-profiling)."""
 
 CHECKPOINT_FORMAT = "pivot-envs-profile-checkpoint/1"
@@ -101,6 +111,8 @@ class PivotResult:
         accepted_by: per sample, what accepted it (:func:`pivot_envs.verifiers.accepted_by.accepted_by`:
             ``exact``, ``effect``, ``state``, ...; ``None`` where it did not pass), aligned with ``profile.rewards``.
         error: the first verifier error message among the K samples, if any.
+        hack: the hack monitor's counts over the accepted samples (:meth:`HackCounts.counts`); ``None`` when the
+            actions were not given (and in checkpoints written before the monitor).
     """
 
     index: int
@@ -110,12 +122,13 @@ class PivotResult:
     passed: list[bool] = field(default_factory=list)
     accepted_by: list[str | None] = field(default_factory=list)
     error: str | None = None
+    hack: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # a shallow dict: dataclasses.asdict (deep copies) was the slow part of checkpointing
         profile = {f.name: getattr(self.profile, f.name) for f in dataclasses.fields(self.profile)}
         return {"index": self.index, "id": self.id, "profile": profile, "strict": self.strict,
-                "passed": self.passed, "accepted_by": self.accepted_by, "error": self.error}
+                "passed": self.passed, "accepted_by": self.accepted_by, "error": self.error, "hack": self.hack}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PivotResult":
@@ -124,7 +137,8 @@ class PivotResult:
         return cls(index=int(data["index"]), id=str(data["id"]), profile=profile,
                    strict=[None if s is None else float(s) for s in data.get("strict") or []],
                    passed=[bool(p) for p in data.get("passed") or []],
-                   accepted_by=list(data.get("accepted_by") or []), error=data.get("error"))
+                   accepted_by=list(data.get("accepted_by") or []), error=data.get("error"),
+                   hack=dict(data["hack"]) if data.get("hack") is not None else None)
 
     def apply(self, pivot: Pivot) -> Pivot:
         """A copy of ``pivot`` carrying this profile (the input pivot is not modified)."""
@@ -134,14 +148,17 @@ class PivotResult:
         meta["profile_accepted_by"] = list(self.accepted_by)
         if self.error is not None:
             meta["profile_error"] = self.error
+        if self.hack is not None:
+            meta["profile_hack"] = dict(self.hack)
         if not self.profile.rewards:
             meta["profile_unscored"] = True
         return dataclasses.replace(pivot, meta=meta, profile=self.profile)
 
 
 def summarize(index: int, pivot: Pivot, functional: Sequence[VerifyResult],
-              strict: Sequence[VerifyResult]) -> PivotResult:
-    """Turn the K functional and strict verdicts at one pivot into its :class:`PivotResult`."""
+              strict: Sequence[VerifyResult], actions: Sequence[Action] | None = None) -> PivotResult:
+    """Turn the K functional and strict verdicts at one pivot into its :class:`PivotResult` (with ``actions``,
+    the K sampled actions, also the hack monitor's counts)."""
     rewards: list[float] = []
     strict_rewards: list[float | None] = []
     passed: list[bool] = []
@@ -161,8 +178,12 @@ def summarize(index: int, pivot: Pivot, functional: Sequence[VerifyResult],
     scored_strict = [s for s in strict_rewards if s is not None]
     strict_mean = reward_stats(scored_strict)[0] if scored_strict else None
     profile = Profile(k=len(functional), rewards=rewards, mean=mean, var=var, strict_mean=strict_mean, errors=errors)
+    hack = None
+    if actions is not None:
+        strict_passed = [None if s.error is not None else bool(s.passed) for s in strict]
+        hack = hack_counts(actions, [pivot] * len(actions), functional, strict_passed).counts()
     return PivotResult(index=index, id=pivot.id, profile=profile, strict=strict_rewards, passed=passed,
-                       accepted_by=accepted, error=first_error)
+                       accepted_by=accepted, error=first_error, hack=hack)
 
 
 # --------------------------------------------------------------------------- scoring
@@ -210,7 +231,7 @@ def profile_batch(pivots: Sequence[Pivot], indices: Sequence[int], agent: Any, s
     out = []
     for j, (index, pivot) in enumerate(zip(indices, pivots)):
         span = slice(j * k, (j + 1) * k)
-        out.append(summarize(index, pivot, functional[span], strict[span]))  # type: ignore[arg-type]
+        out.append(summarize(index, pivot, functional[span], strict[span], actions[span]))  # type: ignore[arg-type]
     return out
 
 
@@ -309,6 +330,27 @@ class Checkpoint:
 
 # --------------------------------------------------------------------------- drivers
 
+
+def batch_hacks(results: Sequence[PivotResult]) -> HackCounts | None:
+    """The hack monitor's counts of one batch (``None`` when no result carries them)."""
+    counts = [HackCounts.from_counts(r.hack) for r in results if r.hack is not None]
+    return sum(counts, HackCounts()) if counts else None
+
+
+def log_batch_hacks(results: Sequence[PivotResult]) -> None:
+    """Log a finished batch's hack shares (logger ``pivot_envs.pipeline``, INFO)."""
+    counts = batch_hacks(results)
+    if counts is None or not log.isEnabledFor(logging.INFO):
+        return
+    first = min(r.index for r in results)
+    if not counts.accepted:
+        log.info("profile batch at position %d: no accepted sample", first)
+        return
+    shares = ", ".join(f"{k} {v:.3f}" for k, v in counts.metrics().items()
+                       if k in HACKS or (k != ACCEPTED and v))  # the hacks, and the categories that accepted some
+    log.info("profile batch at position %d: %d accepted samples; %s", first, counts.accepted, shares)
+
+
 BatchRunner = Callable[[list[list[int]]], Iterator[list[PivotResult]]]
 """Runs the given batches (lists of input positions) and yields each batch's results as it finishes."""
 
@@ -329,6 +371,7 @@ def run_profiling(pivots: Sequence[Pivot], run_batches: BatchRunner, params: dic
     for results in run_batches(plan_batches(len(pivots), batch_pivots, done)):
         if ckpt is not None:
             ckpt.append(results)
+        log_batch_hacks(results)
         for result in results:
             done[result.index] = result
         if progress is not None:

@@ -28,6 +28,10 @@ Figures (over *scored* pivots: profiled with at least one sample the verifier sc
   ``facts``, ...: :mod:`pivot_envs.verifiers.accepted_by`), over all domains, and ``by_domain``
   the same per domain with the share of accepted samples that were not the expert's exact
   action (``not_exact``); from ``meta["profile_accepted_by"]``.
+* ``hack``: the hack monitor's counts summed over the pivots (:mod:`pivot_envs.verifiers.hack_monitor`: accepted
+  samples with more calls than the expert, a stop at a call pivot, an answer over 3x the expert's length, per
+  ``accepted_by`` category; from ``meta["profile_hack"]``, empty for a profile written before the monitor);
+  ``hack_metrics`` their shares over the accepted samples (``to_dict`` carries both).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any, Sequence
 
 from pivot_envs.pipeline.filter import is_scored
 from pivot_envs.types import Pivot
+from pivot_envs.verifiers.hack_monitor import HACKS, HackCounts
 
 
 @dataclass
@@ -69,6 +74,8 @@ class ProfileReport:
         accepted_by: passing samples per category of what accepted them.
         by_domain: per domain, ``accepted`` (passing samples), ``not_exact`` (the share of them that were not
             the expert's exact action) and ``accepted_by`` (per category).
+        hack: the hack monitor's counts (:meth:`HackCounts.counts`) summed over the pivots that carry them;
+            empty when none does.
     """
 
     pivots: int = 0
@@ -93,6 +100,7 @@ class ProfileReport:
     with_functional_pass: int = 0
     accepted_by: dict[str, int] = field(default_factory=dict)
     by_domain: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hack: dict[str, int] = field(default_factory=dict)
 
     @property
     def zero_var_fraction(self) -> float:
@@ -110,12 +118,17 @@ class ProfileReport:
     def pivot_miss_rate(self) -> float:
         return self.pivot_miss_numerator / self.pivot_miss_denominator if self.pivot_miss_denominator else math.nan
 
+    @property
+    def hack_metrics(self) -> dict[str, Any]:
+        """The hack monitor's ``hack/accepted`` and shares (:meth:`HackCounts.metrics`); empty without counts."""
+        return HackCounts.from_counts(self.hack).metrics() if self.hack else {}
+
     def bin_edges(self) -> list[float]:
         return [i / self.bins for i in range(self.bins + 1)]
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        for name in ("zero_var_fraction", "survivor_fraction", "sample_miss_rate", "pivot_miss_rate"):
+        for name in ("zero_var_fraction", "survivor_fraction", "sample_miss_rate", "pivot_miss_rate", "hack_metrics"):
             out[name] = getattr(self, name)
         return out
 
@@ -140,6 +153,7 @@ class ProfileReport:
              f"{self.strict_blind}/{self.with_functional_pass}"),
             *[(f"accepted samples not the expert's exact action ({domain or '-'})", _accepted_row(row))
               for domain, row in sorted(self.by_domain.items())],
+            *_hack_rows(self.hack_metrics),
         ]
 
     def histogram_rows(self) -> list[tuple[str, int]]:
@@ -153,6 +167,15 @@ def _accepted_row(row: dict[str, Any]) -> str:
     parts = ", ".join(f"{k} {v}" for k, v in sorted(row["accepted_by"].items(), key=lambda kv: -kv[1]))
     share = "-" if math.isnan(row["not_exact"]) else f"{row['not_exact']:.1%}"
     return f"{share} of {row['accepted']} ({parts})"
+
+
+def _hack_rows(metrics: dict[str, Any]) -> list[tuple[str, str]]:
+    """The hack monitor's row: ``more calls 2.5%, stop at a call 0.0%, answer > 3x 1.2% (of 40)``."""
+    if not metrics or not metrics["hack/accepted"]:
+        return []
+    names = {"hack/more_calls": "more calls", "hack/stop_at_call": "stop at a call", "hack/long_answer": "answer > 3x"}
+    shares = ", ".join(f"{names.get(k, k)} {metrics[k]:.1%}" for k in HACKS)
+    return [("hack monitor: shares of the accepted samples", f"{shares} (of {metrics['hack/accepted']})")]
 
 
 def _count_accepted(rep: ProfileReport, pivot: Pivot) -> None:
@@ -196,6 +219,8 @@ def profile_report(pivots: Sequence[Pivot], max_mean: float | None = None, bins:
         elif max_mean is None or prof.mean < max_mean:
             rep.survivors += 1
         _count_accepted(rep, p)
+        if p.meta.get("profile_hack") is not None:
+            rep.hack = (HackCounts.from_counts(rep.hack) + HackCounts.from_counts(p.meta["profile_hack"])).counts()
         passed = p.meta.get("profile_passed") or []
         strict = p.meta.get("profile_strict") or []
         for ok, s in zip(passed, strict):

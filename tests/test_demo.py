@@ -115,6 +115,9 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     assert "## Results" in md and "## Verifier summary" in md and "| search |" in md
     assert "## Task success along training" in md and "| e2e | 2 |" in md and "| pivotrl vs sft |" in md
     assert (out / "accuracy.png").exists() and (out / "training.png").exists()
+    # the hack monitor: per RL arm from its training metrics (early -> late), and the profile stage's samples
+    assert "hack/accepted" in report["profile"]["hack"] and "## Hack monitor" in md and "| pivotrl |" in md
+    assert set(report["arms"]["pivotrl"]["hack"]) == {"all", "early", "late"} and "hack" not in report["arms"]["sft"]
     assert "pivotrl" in result.output and "report.md" in result.output
 
     # resuming: nothing is redone, the numbers are the same

@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 
 from pivot_envs.trainers.advantage import group_advantages, zero_variance  # noqa: E402
 from pivot_envs.trainers.loss import k3_kl, pivotrl_loss  # noqa: E402
+from pivot_envs.verifiers.hack_monitor import HackCounts, metric_names  # noqa: E402
 
 
 def test_grpo_advantage_by_hand():
@@ -121,7 +122,8 @@ def test_normalised_entropy_by_hand():
 
 ROW_KEYS = {"step", "reward_mean", "reward_std", "strict_reward_mean", "miss_rate", "zero_var_frac", "masked", "groups",
             "unscored_groups", "resampled_groups", "injected", "skipped_groups", "used_groups", "used_samples",
-            "completion_len_mean", "loss", "kl", "clip_fraction", "ratio_mean", "entropy", "grad_norm", "lr", "updated"}
+            "completion_len_mean", "loss", "kl", "clip_fraction", "ratio_mean", "entropy", "grad_norm", "lr", "updated",
+            *metric_names()}
 
 
 def test_the_metrics_row_of_typed_step_stats_by_hand():
@@ -143,3 +145,8 @@ def test_the_metrics_row_of_typed_step_stats_by_hand():
     # no update ran (no group had a signal): the loss columns are undefined, not zero
     idle = metrics_row(8, StepStats(groups=1), UpdateResult(), lr=1e-3)
     assert idle["loss"] is None and idle["kl"] is None and idle["updated"] is False and idle["reward_mean"] is None
+    # the hack monitor's counts go through the reduction as counts and come out as shares (none: undefined)
+    st.hack = HackCounts(accepted=4, more_calls=1, accepted_by={**HackCounts().accepted_by, "exact": 3, "judge": 1})
+    hacked = metrics_row(9, st.reduced(DistInfo()), update, lr=1e-3)
+    assert (hacked["hack/accepted"], hacked["hack/more_calls"], hacked["accepted_by/exact"]) == (4, 0.25, 0.75)
+    assert idle["hack/accepted"] == 0 and idle["hack/more_calls"] is None

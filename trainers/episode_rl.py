@@ -33,6 +33,12 @@ One step::
 Every metrics row counts ``rollout_turns`` (model calls: sampled turns), ``tool_calls`` and
 ``cumulative_rollout_turns``, the axis on which the demo compares PivotRL with E2E RL.
 
+The hack monitor's shares (``hack/*``, ``accepted_by/*``: :mod:`pivot_envs.verifiers.hack_monitor`) are over the
+turns the episodes score (:func:`turn_hacks`): with ``turn_credit > 0`` the env judges every turn on the expert's
+path with the domain's verifier, and a turn is accepted when that verdict passed with no error (``exact``: the
+strict verifier's key equals the expert's). With ``turn_credit = 0`` (and under a harness) no turn is judged:
+``hack/accepted`` is 0 and the shares are ``null``.
+
 **From an external harness** (``harness``: a command template, or ``train_episode_rl(config, harness=fn)``):
 the groups are not played by the trainer's own loop but by the harness, G times per task at once, each run
 against its own rollout endpoint (:mod:`pivot_envs.harness.source`: an OpenAI-compatible
@@ -67,9 +73,10 @@ from pivot_envs.trainers.rollout_engine import build_rollout_engine
 from pivot_envs.trainers.run_loop import TrainResult, engine_fields, open_trainer, read_checkpoint, restore_rng, run_steps
 from pivot_envs.trainers.sampling import PivotSampler, build_sampler, sampling_seed
 from pivot_envs.trainers.step_stats import EpisodeStepStats, metrics_row
+from pivot_envs.verifiers.hack_monitor import HackCounts, hack_counts
 
 __all__ = ["EpisodeRLConfig", "EpisodeRLTrainer", "group_turn_mean", "scored_turn_rewards", "train_episode_rl",
-           "turn_rows"]
+           "turn_hacks", "turn_rows"]
 
 log = logging.getLogger("pivot_envs.trainers")
 
@@ -248,6 +255,15 @@ def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float], turn_cre
 def scored_turn_rewards(rollouts: Sequence[Rollout]) -> list[float]:
     """The turn rewards of a group's scored rollouts (turns off the expert's path have none)."""
     return [t.reward for r in rollouts if r.reward is not None for t in r.turns if t.reward is not None]
+
+
+def turn_hacks(rollouts: Sequence[Rollout]) -> HackCounts:
+    """The hack monitor's counts over a group's judged turns: every turn a rollout sampled itself (shared turns
+    count once, in the rollout that sampled them) that the env judged (:attr:`Turn.verdict`), in rollouts with a
+    reward (as :func:`scored_turn_rewards`)."""
+    judged = [t.verdict for r in rollouts if r.reward is not None for t in r.turns
+              if not t.shared and t.verdict is not None]
+    return hack_counts([v.action for v in judged], [v.pivot for v in judged], [v.result for v in judged])
 
 
 def group_turn_mean(rollouts: Sequence[Rollout]) -> float | None:
@@ -485,6 +501,7 @@ class EpisodeRLTrainer:
                 st.completion_tokens += tokens
                 st.completion_len_sum += tokens / max(1, len(own))
             st.masked += len(group) - len(scored)
+            st.hack = st.hack + turn_hacks(group)
             if not scored:
                 st.unscored_groups += 1
                 continue

@@ -50,6 +50,7 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.agents.base import Completion
 from pivot_envs.agents.prompting import encode_prompt
+from pivot_envs.episodes.turns import TurnVerdict
 from pivot_envs.types import Trajectory
 
 EntropyFn = Callable[[Sequence[Sequence[int]], Sequence[Sequence[int]]], list[float]]
@@ -124,6 +125,8 @@ class Turn:
         shared: the turn was inherited from the parent rollout (sampled once, before the branch point).
         reward: the env's ``turn_reward`` for it (the domain verifier's score while the episode is on the
             expert's path; ``None`` off the path, or when the env does not score turns).
+        verdict: what judged it (:class:`~pivot_envs.episodes.turns.TurnVerdict`: the action, the expert's pivot,
+            the verifier's result), where the env scored it; else ``None``.
     """
 
     prompt_ids: list[int]
@@ -131,6 +134,7 @@ class Turn:
     entropy: float | None = None
     shared: bool = False
     reward: float | None = None
+    verdict: TurnVerdict | None = None
 
 
 @dataclass
@@ -332,7 +336,7 @@ def _arpo_round(rule: ArpoRule, live: list[Rollout], pivots: list[Any], turns: l
     for (i, reserved), samples in zip(points, extra):
         parent = live[i]
         for child, completion in zip(reserved, samples):
-            child.turns = [Turn(t.prompt_ids, t.completion, t.entropy, shared=True, reward=t.reward)
+            child.turns = [Turn(t.prompt_ids, t.completion, t.entropy, shared=True, reward=t.reward, verdict=t.verdict)
                            for t in parent.turns]
             child.turns.append(Turn(turns[i].prompt_ids, completion))
             child.env = pool.take()
@@ -392,6 +396,7 @@ def _step(r: Rollout, turn: Turn) -> None:
     before = env.tool_calls
     env.step(turn.completion.action if turn.completion.action is not None else turn.completion.text)
     turn.reward = getattr(env, "turn_reward", None)
+    turn.verdict = getattr(getattr(env, "scorer", None), "verdict", None)
     r.tool_calls += env.tool_calls - before
     if env.done:
         r.done = True

@@ -28,6 +28,14 @@ Keys of a row (every value summed or averaged over all processes)::
     train_tokens, train_tokens_per_s  tokens (prompt + completion, no padding) through the policy's forward and
                                       backward passes of the update (all iterations), and their rate over update_s
                                       (which also holds the pi_old / reference forwards: a lower bound)
+    hack/accepted                     the hack monitor (:mod:`pivot_envs.verifiers.hack_monitor`): accepted samples
+                                      (passed, no verifier error) of the first sampling round (PivotRL) or judged
+                                      turns (episodes: turns on the expert's path, only with turn_credit > 0)
+    hack/more_calls, hack/stop_at_call, hack/long_answer   shares of them with more tool calls than the expert, no
+                                      call where the expert made one, a text answer > 3x the expert's in characters
+    accepted_by/<category>            shares of them per category of what accepted them (exact, arguments,
+                                      similarity, effect, state, facts, judge, tool_name, other); every share is
+                                      null when nothing was accepted
 
 Rows of the episode trainer with an external harness (``harness:``, :mod:`pivot_envs.harness.source`,
 :func:`pivot_envs.trainers.harness_steps.harness_fields`) add::

@@ -246,8 +246,10 @@ class PivotRLTrainer:
         return score_groups(self.verifier, groups, parse=self.domain.parse_action, strict_verifier=self.strict_verifier)
 
     def _first_round_stats(self, groups: list[Group], scores: list[GroupScores], st: StepStats) -> None:
-        """Reward statistics of the first sampling round: the policy's accuracy, unbiased by resampling."""
+        """Reward statistics of the first sampling round: the policy's accuracy, unbiased by resampling (and the
+        hack monitor's counts over its accepted samples)."""
         for g, s in zip(groups, scores):
+            st.hack = st.hack + s.hacks(g.pivot)
             st.groups += 1
             st.samples += len(g.completions)
             st.masked += float(s.masked)
@@ -283,6 +285,9 @@ class PivotRLTrainer:
             g.completions[-1], g.injected[-1] = e, True
             s.rewards[-1], s.valid[-1], s.passed[-1] = es.rewards[0], es.valid[0], es.passed[0]
             s.errors[-1], s.strict[-1] = es.errors[0], es.strict[0]
+            s.actions[-1], s.results[-1] = es.actions[0], es.results[0]
+            if s.strict_passed is not None and es.strict_passed is not None:
+                s.strict_passed[-1] = es.strict_passed[0]
         return len(targets)
 
     # ------------------------------------------------------------------ PVPO baseline V(s)

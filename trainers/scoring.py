@@ -14,14 +14,15 @@ with that error instead of killing the run (:func:`pivot_envs.verifiers.batch.ve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from pivot_envs.actions import parse_action as default_parse
 from pivot_envs.trainers.sampling import Group
-from pivot_envs.types import Action
+from pivot_envs.types import Action, Pivot, VerifyResult
 from pivot_envs.verifiers import Verifier
 from pivot_envs.verifiers.batch import verify_batch
+from pivot_envs.verifiers.hack_monitor import HackCounts, hack_counts
 
 
 @dataclass
@@ -34,6 +35,10 @@ class GroupScores:
         passed: the verifier's pass flags (False where masked).
         errors: the error text of masked samples, else None.
         strict: strict-match rewards (None where the strict verifier errored or is off).
+        actions: the parsed actions that were scored.
+        results: the verifier's verdicts.
+        strict_passed: the strict verifier's passes (an item None where it errored; the list None when it is off:
+            the hack monitor then compares with the strict verifier's key itself).
     """
 
     rewards: list[float]
@@ -41,6 +46,9 @@ class GroupScores:
     passed: list[bool]
     errors: list[str | None]
     strict: list[float | None]
+    actions: list[Action] = field(default_factory=list)
+    results: list[VerifyResult] = field(default_factory=list)
+    strict_passed: list[bool | None] | None = None
 
     @property
     def masked(self) -> int:
@@ -49,6 +57,10 @@ class GroupScores:
     @property
     def scored_rewards(self) -> list[float]:
         return [r for r, ok in zip(self.rewards, self.valid) if ok]
+
+    def hacks(self, pivot: Pivot) -> HackCounts:
+        """The hack monitor's counts over the group's accepted samples (:mod:`pivot_envs.verifiers.hack_monitor`)."""
+        return hack_counts(self.actions, [pivot] * len(self.actions), self.results, self.strict_passed)
 
 
 def score_groups(
@@ -74,6 +86,9 @@ def score_groups(
             passed=[r.error is None and bool(r.passed) for r in chunk],
             errors=[r.error for r in chunk],
             strict=[None if s is None or s.error else float(s.reward) for s in strict_chunk],
+            actions=actions[i - n : i],
+            results=list(chunk),
+            strict_passed=None if strict_verifier is None else [None if s.error else bool(s.passed) for s in strict_chunk],
         ))
     return out
 

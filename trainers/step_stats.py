@@ -3,7 +3,8 @@
 A step counts into a :class:`StepStats` (PivotRL) or :class:`EpisodeStepStats` (episode RL); the
 policy update returns an :class:`UpdateResult`. Under DDP the counters are summed over processes
 (:meth:`StepStats.reduced`), then :func:`metrics_row` turns them into the row whose keys
-:mod:`.metrics` documents (a file format: keys may be added, never renamed).
+:mod:`.metrics` documents (a file format: keys may be added, never renamed). ``hack`` holds the hack monitor's
+counts (:mod:`pivot_envs.verifiers.hack_monitor`) over the samples the step scored; the row carries their shares.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pivot_envs.trainers.distributed import DistInfo, reduce_sums
+from pivot_envs.verifiers.hack_monitor import HackCounts
 
 __all__ = ["EpisodeStepStats", "StepStats", "UpdateResult", "UpdateSums", "metrics_row"]
 
@@ -72,6 +74,7 @@ class StepStats(UpdateSums):
     skipped_groups: float = 0.0
     used_groups: float = 0.0
     used_rows: float = 0.0
+    hack: HackCounts = field(default_factory=HackCounts)
 
     def add_update(self, update: UpdateResult) -> None:
         """Add the update's sums to the step's counters."""
@@ -79,8 +82,12 @@ class StepStats(UpdateSums):
             setattr(self, f.name, getattr(self, f.name) + float(getattr(update.sums, f.name)))
 
     def reduced(self: S, dist: DistInfo) -> S:
-        """The counters summed over every process (the same on every rank)."""
-        return type(self)(**reduce_sums(dataclasses.asdict(self), dist))
+        """The counters summed over every process (the same on every rank; ``hack`` by its counts)."""
+        sums = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "hack"}
+        hack = {f"hack:{k}": v for k, v in self.hack.counts().items()}
+        total = reduce_sums({**sums, **hack}, dist)
+        return type(self)(**{k: total[k] for k in sums},
+                          hack=HackCounts.from_counts({k[len("hack:"):]: total[k] for k in hack}))
 
     def ratio(self, num: str, den: str) -> float | None:
         d = getattr(self, den)
@@ -135,4 +142,5 @@ def metrics_row(step: int, s: StepStats, update: UpdateResult, lr: float) -> dic
         "grad_norm": update.grad_norm,
         "lr": lr,
         "updated": updated,
+        **s.hack.metrics(),
     }

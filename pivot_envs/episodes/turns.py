@@ -14,17 +14,20 @@ On the path, the turn's reward is the verifier's reward (a float in [0, 1]) for 
 the expert's action at this turn, at the pivot extraction makes of that turn (:func:`expert_pivot`). Off the
 path (an earlier action below 1.0, other tool results or user replies, an earlier verifier error, a turn past
 the expert's last one) it is ``None``, for the rest of the episode. A verifier failure gives ``None`` and an
-error naming it (never a silent 0), and leaves the path. :class:`TurnScorer` keeps this for one env.
+error naming it (never a silent 0), and leaves the path. :class:`TurnScorer` keeps this for one env, and the
+step's :class:`TurnVerdict` (the action, the expert's pivot and the verifier's result: what the hack monitor,
+:mod:`pivot_envs.verifiers.hack_monitor`, counts over).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pivot_envs.domains import Domain
 from pivot_envs.pipeline.extract import make_pivot
-from pivot_envs.types import Action, Message, Pivot, Trajectory, content_text, stable_hash
+from pivot_envs.types import Action, Message, Pivot, Trajectory, VerifyResult, content_text, stable_hash
 from pivot_envs.verifiers import Verifier, build_verifier
 
 DOMAINLESS_VERIFIER = "tool_call"
@@ -32,6 +35,15 @@ DOMAINLESS_VERIFIER = "tool_call"
 
 MAX_CACHED_PIVOTS = 4096
 """How many expert pivots (per task and turn) a scorer keeps before it starts over."""
+
+
+@dataclass(frozen=True)
+class TurnVerdict:
+    """One judged turn: the parsed action, the expert's pivot at that turn and the verifier's result."""
+
+    action: Action
+    pivot: Pivot
+    result: VerifyResult
 
 
 def turn_verifier(spec: Any, domain: Domain | None) -> Verifier:
@@ -72,8 +84,9 @@ class TurnScorer:
 
     ``verifier``: the verifier that judges each turn; ``None`` scores nothing (every turn's reward is
     ``None`` and the episode is off the path from its first step). Per episode (:meth:`clear` starts one):
-    ``rewards`` (one per agent turn), ``reward`` and ``error`` (this step's), ``errors`` (the episode's
-    verifier failures) and ``on_path`` (whether the next turn is still on the expert's path).
+    ``rewards`` (one per agent turn), ``reward``, ``error`` and ``verdict`` (this step's; ``verdict`` is ``None``
+    where the turn was not judged), ``errors`` (the episode's verifier failures) and ``on_path`` (whether the next
+    turn is still on the expert's path).
     """
 
     def __init__(self, verifier: Verifier | None, domain: Domain | None):
@@ -87,12 +100,13 @@ class TurnScorer:
         self.rewards: list[float | None] = []
         self.reward: float | None = None
         self.error: str | None = None
+        self.verdict: TurnVerdict | None = None
         self.errors: list[str] = []
         self.on_path = True
 
     def leave_path(self) -> None:
         """This step gets no turn reward, and the episode is off the expert's path from now on."""
-        self.reward = self.error = None
+        self.reward = self.error = self.verdict = None
         self.rewards.append(None)
         self.on_path = False
 
@@ -104,14 +118,17 @@ class TurnScorer:
         if self.verifier is None or not self.on_path or k >= len(recorded) or recorded[k] != at:
             self.leave_path()
             return None
-        result = self.verifier.safe_verify(action, self._pivot(task, recorded[k], tools))
+        pivot = self._pivot(task, recorded[k], tools)
+        result = self.verifier.safe_verify(action, pivot)
         if result.error:
             self.leave_path()
             self.error = f"{result.verifier}: {result.error}"
             self.errors.append(self.error)
+            self.verdict = TurnVerdict(action, pivot, result)
             return None
         self.reward = min(1.0, max(0.0, float(result.reward)))
         self.error = None
+        self.verdict = TurnVerdict(action, pivot, result)
         self.rewards.append(self.reward)
         self.on_path = bool(result.passed) and self.reward >= 1.0
         return k if self.on_path else None
