@@ -12,14 +12,16 @@ Install with ``pip install "pivot-envs[mcp]"``. ``build_world("mcp:COMMAND ARGS"
 
 Tools: ``tools/list`` (all pages) as OpenAI function specs: ``name``, ``description`` and the
 ``inputSchema`` as ``parameters``, minus the ``hide_tools`` and the isolation argument.
-A call is ``tools/call``; its result's text blocks joined by newlines (other blocks as a
-``[TYPE content]`` placeholder) are the content and ``isError`` the error flag; text blocks that are each
-JSON are the JSON array of them (a server that returns a list sends one block per item, where the task's
-recorded result, and every pivot cut from it, holds the array: the same value reads the same way). With
-``result_path`` the content is the value at that key path inside the result's
-``structuredContent`` (else inside its text parsed as JSON), for servers that wrap the tool's own
-answer in an envelope. A JSON-RPC error reply to a call (unknown tool, bad parameters) is a tool
-error too; a hidden tool or arguments that are not a JSON object are refused without a server call.
+A call is ``tools/call``; its result reads as :mod:`pivot_envs.worlds.mcp_results` renders it, the one
+rendering of MCP results (text blocks joined, a list sent as one block per item as its JSON array, a list
+wrapped in ``structuredContent`` as that list, so ``[]`` for no block; an SDK's ``Error executing tool NAME:``
+as ``Error:``), and ``isError`` is the error flag. With ``result_path`` the content is the value at that key
+path inside the result's ``structuredContent`` (else inside its text parsed as JSON), for servers that wrap
+the tool's own answer in an envelope. Results are compared (:meth:`MCPWorld.normalize_output`: replays,
+``world_exec``) as a server without structured results sends a value, so a recorded ``[]`` or ``[x]`` equals
+what such a server sends for it (nothing; the block ``x``). A JSON-RPC error reply to a call (unknown tool,
+bad parameters) is a tool error too; a hidden tool or arguments that are not a JSON object are refused
+without a server call.
 
 Synchronous use: each world runs one asyncio event loop in a daemon thread and reaches it through
 an anyio :class:`~anyio.from_thread.BlockingPortal`; the SDK's ``stdio_client`` + ``ClientSession``
@@ -96,7 +98,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping, Sequence
 
-from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, json_by_value, parse_arguments
+from pivot_envs.worlds.base import (ToolResult, World, WorldError, WorldTask, json_by_value, normalize_output,
+                                    parse_arguments)
+from pivot_envs.worlds.mcp_results import as_sent, result_text
 from pivot_envs.worlds.registry import build_world
 from pivot_envs.worlds.tau2_servers import SHARED_STATE_SERVERS, known_server_defaults
 
@@ -229,6 +233,14 @@ class MCPWorld(World):
             if value != default:
                 cfg[key] = json.loads(json.dumps(value))  # plain, picklable copies
         return cfg
+
+    def normalize_output(self, content: Any) -> str:
+        """A result as this world compares it (replays, ``world_exec``): as a server that sends no structured
+        result would send its value (:func:`pivot_envs.worlds.mcp_results.as_sent`: a recorded ``[]`` equals no
+        block, ``[x]`` the one block ``x``), then canonical JSON, else whitespace collapsed. With ``result_path``
+        the result is the server's own text: compared as it is."""
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        return normalize_output(text if self.result_path else as_sent(text))
 
     # ------------------------------------------------------------------ internals
 
@@ -396,7 +408,7 @@ class _Connection:
             what = f"tool call {name!r} timed out after {self.timeout:g} s" if isinstance(exc, TimeoutError) \
                 else f"tool call {name!r} failed"
             raise self._error(what, exc) from None
-        return _tool_result(result, result_path)
+        return _tool_result(result, name, result_path)
 
     def close(self) -> None:
         cm, self._cm = self._cm, None
@@ -476,46 +488,10 @@ async def _call_tool(session: Any, name: str, args: dict[str, Any], timeout: flo
         return await session.call_tool(name, args)
 
 
-def _tool_result(result: Any, result_path: list[str] | None) -> ToolResult:
-    data = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    texts = []
-    for block in data.get("content") or []:
-        kind = block.get("type")
-        if kind == "text":
-            texts.append(str(block.get("text", "")))
-        elif kind == "resource" and isinstance(block.get("resource"), dict) and "text" in block["resource"]:
-            texts.append(str(block["resource"]["text"]))
-        else:
-            texts.append(f"[{kind} content]")
-    only_text = all(block.get("type") == "text" for block in data.get("content") or [])
-    content = join_blocks(texts) if only_text else "\n".join(texts)
-    if result_path:
-        found, value = _at_path(data.get("structuredContent"), result_path)
-        if not found:
-            found, value = _at_path(_maybe_json(content), result_path)
-        if found:
-            content = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return ToolResult(content, error=bool(data.get("isError")))
-
-
-def join_blocks(texts: list[str]) -> str:
-    """A result's text blocks as one text: several blocks that are each JSON are the JSON array of them (a server
-    returning a list sends one block per item: the same value a recorded task holds as ``[...]``), else the blocks
-    joined by newlines."""
-    if len(texts) > 1:
-        try:
-            return json.dumps([json.loads(t) for t in texts], ensure_ascii=False)
-        except json.JSONDecodeError:
-            pass
-    return "\n".join(texts)
-
-
-def _at_path(value: Any, path: list[str]) -> tuple[bool, Any]:
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return False, None
-        value = value[key]
-    return True, value
+def _tool_result(result: Any, name: str, result_path: list[str] | None) -> ToolResult:
+    """A ``CallToolResult`` as the world's result: :func:`pivot_envs.worlds.mcp_results.result_text`."""
+    content, error = result_text(result.model_dump(by_alias=True, mode="json", exclude_none=True), name, result_path)
+    return ToolResult(content, error=error)
 
 
 def _mcp_error_code(exc: BaseException) -> int | None:

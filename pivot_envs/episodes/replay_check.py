@@ -7,7 +7,9 @@ expert's digest when every call writes, and answers every read with the wrong va
 :func:`check_replay` compares, message by message, the tool results the episode got with the recorded
 ones while the episode's actions are the recorded actions, after the world's output normalisation
 (:meth:`pivot_envs.worlds.World.normalize_output`: canonical JSON with numbers by value, else whitespace
-collapsed). Where an action differs from the recording the comparison stops: the rest is another episode.
+collapsed; an MCP world compares as its server sends values, so a recorded ``[]`` equals a reply with no
+block: :mod:`pivot_envs.worlds.mcp_results`). Where an action differs from the recording the comparison stops:
+the rest is another episode.
 """
 
 from __future__ import annotations
