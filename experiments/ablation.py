@@ -214,7 +214,7 @@ def load_demo(out_dir: str | Path, say: Logger) -> tuple[Any, RunSettings, dict[
     config_file = out / "demo_config.json"
     if not config_file.exists():
         raise FileNotFoundError(f"{config_file}: no demo here; run `pivot-envs demo --out {out}` first")
-    cfg = demo.DemoConfig(**json.loads(config_file.read_text(encoding="utf-8")))
+    cfg = demo.pin_threads(demo.DemoConfig(**json.loads(config_file.read_text(encoding="utf-8"))), out)
     data = demo.stage_data(cfg, out, say)
     base = demo.stage_base(cfg, out, data, say)
     profiled = demo.stage_profile(cfg, out, base, data, say)

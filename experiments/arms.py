@@ -45,6 +45,8 @@ from pivot_envs.trainers.evaluate import evaluate_episodes
 from pivot_envs.trainers.metrics import read_metrics
 from pivot_envs.trainers.sft import SFTConfig, train_sft
 from pivot_envs.types import stable_hash
+from pivot_envs.verifiers.defaults import default_verifier_spec
+from pivot_envs.verifiers.versions import verifier_fingerprint
 
 ARMS = ("base", "sft", "pivotrl", "sft_pivotrl", "sft_long", "no_filter", "strict_reward", "pvpo", "e2e", "e2e_credit",
         "arpo")
@@ -226,9 +228,11 @@ class RunSpec:
         return self.steps or settings.steps
 
     def key(self, settings: RunSettings, *, legacy: bool = False) -> str:
-        """Folder name of this run: arm, seed and a hash of everything its numbers depend on. The base is not
-        trained, so the training budget is not part of its key (a budget change reuses its evaluations);
-        ``legacy``: the key before that, which hashed the budget of the base too (folders of older runs)."""
+        """Folder name of this run: arm, seed and a hash of everything its numbers depend on, the domain verifier's
+        config and code versions included (:func:`domain_verifier_fingerprint`: a verifier change gets new folders).
+        The base is not trained, so the training budget is not part of its key (a budget change reuses its
+        evaluations); ``legacy``: the key before that, which hashed the budget of the base too (folders of older
+        runs)."""
         ignored = RUN_LOCAL_FIELDS + (() if legacy or self.arm != "base" else TRAINING_FIELDS)
         shared = {k: v for k, v in asdict(settings).items() if k not in ignored}
         if legacy or self.arm in ("base", "sft") or not shared.get("rl_lora_r"):
@@ -240,8 +244,15 @@ class RunSpec:
         extra += tuple(f"{k}={v}" for k, v in (("init", self.init), ("steps", self.steps)) if v is not None)
         if self.arm == "sft" and shared.get("warmup_steps") and not legacy:
             extra += ("sft-warmup",)  # SFT warms up like the RL arms since issue 36: never reuse an SFT run without
+        extra += (f"verifiers={domain_verifier_fingerprint(settings.domain)}",)
         digest = stable_hash(self.arm, self.seed, self.pivots, self.lr, self.label, shared, *extra)[:10]
         return f"{self.arm}-s{self.seed}-{digest}"
+
+
+def domain_verifier_fingerprint(domain: str) -> str:
+    """The fingerprint (config and versions) of ``domain``'s default verifier and of the strict baseline, which score
+    every arm's rewards and evaluations (:func:`pivot_envs.verifiers.versions.verifier_fingerprint`)."""
+    return stable_hash(verifier_fingerprint(default_verifier_spec(domain)), verifier_fingerprint("strict"))
 
 
 def wants_curve(spec: RunSpec, settings: RunSettings) -> bool:

@@ -18,7 +18,9 @@ With ``workers > 1`` runs go to worker processes (``spawn``): a script calling
 
 Stages (each prints progress and keeps its output in ``DIR``; a stage whose
 output is there with the same settings is skipped, so an interrupted demo
-resumes where it stopped):
+resumes where it stopped; a stage that scores, ``verifiers`` and ``profile``, made
+under other verifier versions is refused, naming the verifiers whose code changed:
+:mod:`pivot_envs.verifiers.versions`):
 
 1. ``verifiers``: the verifier summary of :mod:`pivot_envs.experiments.verifier_demo` (extract ->
    env -> verify expert, alternative and wrong actions in every built-in domain).
@@ -77,6 +79,8 @@ from pivot_envs.pipeline.filter import FilterConfig, filter_pivots, is_scored
 from pivot_envs.pipeline.profile import profile_pivots
 from pivot_envs.pipeline.report import profile_report
 from pivot_envs.types import Pivot, stable_hash
+from pivot_envs.verifiers.defaults import default_verifier_spec
+from pivot_envs.verifiers.versions import check_versions, merged_versions, verifier_fingerprint
 
 Logger = Callable[[str], None]
 
@@ -149,9 +153,11 @@ class DemoConfig:
             :data:`SHIPPED_BASE`); used when it was built with this config's base recipe and data split
             (same key), otherwise the base is trained here and the report says so.
         workers: runs trained/evaluated at once in worker processes (one CPU thread each).
-        threads: torch CPU threads of the in-process stages (base model, profiling); ``0``: 2 on an idle
-            machine, 1 when another job is running (two threads that wait on each other degrade badly
-            beside a busy neighbour).
+        threads: torch CPU threads of the in-process stages (base model, profiling) and, with one worker, of the
+            runs; ``0``: 2 on an idle machine, 1 when another job is running (two threads that wait on each other
+            degrade badly beside a busy neighbour), chosen when the demo first runs in its folder and kept there
+            (``DIR/threads.json``: :func:`pin_threads`). The count changes the numbers: a run repeats bit for bit
+            only at the same count, so set it to compare folders or machines (``full_config`` sets 1).
         model: ``tiny`` (trained from scratch by the base stage) or a pretrained model: ``smollm2``,
             ``gguf:FILE``, ``hf:DIR`` (:mod:`pivot_envs.experiments.model_source`).
         engine: who samples when the demo profiles, evaluates and trains PivotRL: ``hf``, ``vllm`` or ``auto``
@@ -447,6 +453,7 @@ def run_pipeline(config: DemoConfig, out_dir: str | Path, log: Logger | None = N
     out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     (out / "demo_config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n", encoding="utf-8")
+    cfg = pin_threads(cfg, out)
     clock = StageClock(out / "timings.json")
 
     def timed(name: str, fn: Callable[[], Any]) -> Any:
@@ -553,9 +560,10 @@ def stage_verifiers(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any] |
     if cfg.verifier_pivots <= 0:
         return None
 
-    key = stable_hash("verifiers", cfg.verifier_pivots, cfg.seed)
+    fingerprint, versions = scoring_verifiers(DEMO_DOMAINS)
+    key = stable_hash("verifiers", cfg.verifier_pivots, cfg.seed, fingerprint)
     path = out / "verifiers.json"
-    done = _load_stage(path, key)
+    done = _load_stage(path, key, versions)
     if done is not None:
         say("  (done before)")
         return done
@@ -563,7 +571,7 @@ def stage_verifiers(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any] |
     for domain in DEMO_DOMAINS:
         say(f"  {domain} ...")
         domains[domain] = asdict(run_domain(domain, cfg.verifier_pivots, cfg.seed))
-    return _save_stage(path, key, {"domains": domains})
+    return _save_stage(path, key, {"domains": domains}, versions)
 
 
 def stage_data(cfg: DemoConfig, out: Path, say: Logger) -> dict[str, Any]:
@@ -889,6 +897,22 @@ def torch_threads(cfg: DemoConfig) -> int:
     return max(1, min(2, int(free + 0.5)))
 
 
+def pin_threads(cfg: DemoConfig, out: Path) -> DemoConfig:
+    """``cfg`` with its torch thread count fixed for the demo folder ``out``: ``cfg.threads`` when set; with ``0``,
+    the count :func:`torch_threads` chose by the machine's load when a demo first ran in ``out`` (``DIR/threads.json``).
+    One thread and two part the sums (a tiny model's weights differ by ~4e-7 after 5 PivotRL steps, and a sampled
+    token flips soon after), so a demo resumed in a later session must compute with the count it started with."""
+    if cfg.threads:
+        return cfg
+    path = out / "threads.json"
+    if path.exists():
+        threads = int(json.loads(path.read_text(encoding="utf-8"))["threads"])
+    else:
+        threads = torch_threads(cfg)
+        path.write_text(json.dumps({"threads": threads}) + "\n", encoding="utf-8")
+    return dataclasses.replace(cfg, threads=threads)
+
+
 def busy_cores(seconds: float = 0.5) -> float:
     """How many cores other processes keep busy (``/proc/stat`` over ``seconds``, this process's own use
     subtracted); ``0.0`` where ``/proc/stat`` is missing."""
@@ -922,11 +946,13 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
     """Profile every candidate with K samples of the base model (checkpointed; resumes)."""
 
     engine = engine_settings(cfg)
+    fingerprint, versions = scoring_verifiers([cfg.domain])
     key = stable_hash("profile", base["key"], cfg.profile_k, cfg.seed, cfg.max_new_tokens,
-                      *((asdict(engine),) if engine != EngineSettings(max_model_len=engine.max_model_len) else ()))
+                      *((asdict(engine),) if engine != EngineSettings(max_model_len=engine.max_model_len) else ()),
+                      fingerprint)
     folder = out / "data"
     path = folder / "profile.json"
-    done = _load_stage(path, key)
+    done = _load_stage(path, key, versions)
     if done is not None:
         say(f"  (done before) {done['stats']['candidates']} candidates")
         return done
@@ -948,7 +974,7 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
                      max_prompt_tokens=prompt_window(cfg), batch_size=16, num_threads=torch_threads(cfg)) as agent:
         profiled = profile_pivots(candidates, agent(1.0), None, k=cfg.profile_k, seed=cfg.seed,
                                   batch_pivots=16 if engine.kind == "hf" else max(16, cfg.eval_batch),
-                                  checkpoint=_fresh_checkpoint(checkpoint, key), progress=progress)
+                                  checkpoint=_fresh_checkpoint(checkpoint, key, versions), progress=progress)
     file = folder / "candidates.profiled.jsonl"
     write_jsonl(file, [p.to_dict() for p in profiled])
     stats = profile_stats(profiled, cfg.profile_k)
@@ -963,7 +989,8 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
     for domain, row in stats["accepted_by_domain"].items():
         say(f"  {domain}: {row['not_exact']:.1%} of {row['accepted']} accepted samples were not the expert's exact "
             f"action ({', '.join(f'{k} {v}' for k, v in sorted(row['accepted_by'].items(), key=lambda kv: -kv[1]))})")
-    return _save_stage(path, key, {"file": str(file), "stats": stats, "seconds": round(time.perf_counter() - t0, 2)})
+    return _save_stage(path, key, {"file": str(file), "stats": stats, "seconds": round(time.perf_counter() - t0, 2)},
+                       versions)
 
 
 def profile_stats(pivots: Sequence[Pivot], k: int) -> dict[str, Any]:
@@ -1192,15 +1219,33 @@ def _sample(pivots: list[Pivot], n: int | None, rng: random.Random) -> list[Pivo
     return [pivots[i] for i in keep]
 
 
-def _load_stage(path: Path, key: str) -> dict[str, Any] | None:
+def scoring_verifiers(domains: Sequence[str]) -> tuple[str, dict[str, int]]:
+    """What the stages that score pivots of ``domains`` depend on: a fingerprint of each domain's default verifier
+    and of the strict baseline (their configs and versions, hashed into the stage's key), and those verifiers'
+    versions (recorded in the stage: :func:`_load_stage` refuses a stage made under other versions)."""
+    specs = [*(default_verifier_spec(d) for d in sorted(set(domains))), "strict"]
+    return stable_hash([verifier_fingerprint(s) for s in specs]), merged_versions(specs)
+
+
+STALE_FIX = ("Run the demo in a fresh --out folder, or delete {path} to redo that stage (and what follows it) with "
+             "the verifiers of now")
+"""How to go on from a stage made under other verifier versions."""
+
+
+def _load_stage(path: Path, key: str, versions: dict[str, int] | None = None) -> dict[str, Any] | None:
+    """A stage's saved output when its key is ``key``; with ``versions`` (a stage that scores), a stage saved under
+    other verifier versions is refused (:class:`~pivot_envs.verifiers.versions.VerifierVersionsChanged`)."""
     if not path.exists():
         return None
     data = json.loads(path.read_text(encoding="utf-8"))
+    if versions is not None:
+        check_versions(data.get("verifier_versions"), versions, where=f"{path} (a stage of the demo)",
+                       fix=STALE_FIX.format(path=path))
     return data if data.get("key") == key else None
 
 
-def _save_stage(path: Path, key: str, data: dict[str, Any]) -> dict[str, Any]:
-    data = {**data, "key": key}
+def _save_stage(path: Path, key: str, data: dict[str, Any], versions: dict[str, int] | None = None) -> dict[str, Any]:
+    data = {**data, "key": key, **({"verifier_versions": versions} if versions is not None else {})}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -1208,13 +1253,18 @@ def _save_stage(path: Path, key: str, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _fresh_checkpoint(path: Path, key: str) -> Path:
-    """The profile checkpoint of this key (one of another key, from an older base model, is removed)."""
+def _fresh_checkpoint(path: Path, key: str, versions: dict[str, int]) -> Path:
+    """The profile checkpoint of this key (one of another key, from an older base model, is removed); one made under
+    other verifier versions is refused (the tag beside it records them)."""
     tag = path.with_suffix(".key")
-    if path.exists() and (not tag.exists() or tag.read_text().strip() != key):
-        path.unlink()
+    lines = tag.read_text(encoding="utf-8").splitlines() if tag.exists() else []
+    if path.exists():
+        check_versions(json.loads(lines[1]) if len(lines) > 1 else None, versions,
+                       where=f"{path} (the demo's interrupted profile)", fix=STALE_FIX.format(path=path))
+        if not lines or lines[0].strip() != key:
+            path.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tag.write_text(key + "\n")
+    tag.write_text(key + "\n" + json.dumps(versions, sort_keys=True) + "\n", encoding="utf-8")
     return path
 
 

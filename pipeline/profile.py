@@ -50,8 +50,9 @@ equal to an uninterrupted single-process run with the same ``batch_pivots``
 Checkpointing: with ``checkpoint=PATH`` every finished batch is appended to a
 JSONL sidecar (one line per batch, written in one call and flushed). A header
 line records what the numbers depend on (k, seed, batch_pivots, agent,
-verifiers, the pivot ids); an interrupted run called again with the same arguments loads the
-finished pivots from it and samples only the others. A torn last line (the
+verifiers and their versions, the pivot ids); an interrupted run called again with the same arguments loads the
+finished pivots from it and samples only the others. A checkpoint whose verifier versions are not the verifiers'
+of now (:mod:`pivot_envs.verifiers.versions`) is refused, naming the verifiers whose code changed. A torn last line (the
 process was killed while writing) is cut off and its batch redone. The
 returned pivots are in input order whatever the completion order.
 """
@@ -71,6 +72,7 @@ from pivot_envs.types import Action, Pivot, Profile, VerifyResult, stable_hash
 from pivot_envs.verifiers import Verifier, VerifierSpec, build_verifier
 from pivot_envs.verifiers.accepted_by import accepted_by
 from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
+from pivot_envs.verifiers.versions import check_versions, merged_versions
 from pivot_envs.verifiers.hack_monitor import ACCEPTED, HACKS, HackCounts, hack_counts
 
 log = logging.getLogger("pivot_envs.pipeline")
@@ -216,6 +218,11 @@ class Scorer:
         """What rebuilds this scorer (``Scorer(**config)``); also the checkpoint's record of it."""
         return {"verifier": self.resolver.config(), "strict": self.strict.config()}
 
+    def versions(self, domains: Iterable[str]) -> dict[str, int]:
+        """The versions of the verifiers that score pivots of ``domains`` (:mod:`pivot_envs.verifiers.versions`)."""
+        functional = [self.verifier] if self.verifier is not None else [self.functional_for(d) for d in sorted(set(domains))]
+        return merged_versions([*functional, self.strict])
+
 
 def profile_batch(pivots: Sequence[Pivot], indices: Sequence[int], agent: Any, scorer: Scorer, k: int,
                   seed: int) -> list[PivotResult]:
@@ -268,7 +275,8 @@ def run_params(pivots: Sequence[Pivot], agent: dict[str, Any], scorer: Scorer, k
                batch_pivots: int) -> dict[str, Any]:
     """Everything the profile numbers depend on (the checkpoint header)."""
     return {"k": k, "seed": seed, "batch_pivots": batch_pivots, "agent": agent, "scorer": scorer.config(),
-            "pivots": len(pivots), "ids": stable_hash([p.id for p in pivots])}
+            "pivots": len(pivots), "ids": stable_hash([p.id for p in pivots]),
+            "verifier_versions": scorer.versions(p.domain for p in pivots)}
 
 
 class Checkpoint:
@@ -313,6 +321,9 @@ class Checkpoint:
             raise ValueError(f"{self.path}:1: not a pivot-envs profile checkpoint; move it away or choose "
                              "another output path")
         old = row.get("params", {})
+        check_versions(old.get("verifier_versions"), self.params["verifier_versions"], where=f"{self.path} (a profile "
+                       "checkpoint)", fix="Delete the checkpoint (CLI: --fresh) to profile afresh with the verifiers "
+                       "of now, or write to another output path")
         diff = [key for key in sorted(set(old) | set(self.params)) if old.get(key) != self.params.get(key)]
         if diff:
             shown = ", ".join(f"{key}: checkpoint {old.get(key)!r} vs now {self.params.get(key)!r}" for key in diff)

@@ -63,6 +63,7 @@ from typing import Any, Callable, Sequence
 from pivot_envs.config import ConfigError
 from pivot_envs.domains import get_domain
 from pivot_envs.episode_env import EpisodeEnv, resolve_tasks
+from pivot_envs.episodes.turns import turn_verifier
 from pivot_envs.trainers.advantage import group_advantages, zero_variance
 from pivot_envs.trainers.config import PolicyConfig
 from pivot_envs.trainers.episode_rollouts import ArpoRule, Rollout, RolloutPlan, RolloutStats, play_groups
@@ -74,6 +75,7 @@ from pivot_envs.trainers.run_loop import TrainResult, engine_fields, open_traine
 from pivot_envs.trainers.sampling import PivotSampler, build_sampler, sampling_seed
 from pivot_envs.trainers.step_stats import EpisodeStepStats, metrics_row
 from pivot_envs.verifiers.hack_monitor import HackCounts, hack_counts
+from pivot_envs.verifiers.versions import verifier_versions
 
 __all__ = ["EpisodeRLConfig", "EpisodeRLTrainer", "group_turn_mean", "scored_turn_rewards", "train_episode_rl",
            "turn_hacks", "turn_rows"]
@@ -337,9 +339,13 @@ class EpisodeRLTrainer:
         self.task_by_id = {t.id: t for t in self.tasks}
         self.task_sampler = PivotSampler(list(self.task_by_id), cfg.seed)
         self.plan = cfg.plan()
+        # the versions of the turn rewards' verifier (the domain's default; tool_call without a domain), recorded in
+        # checkpoints: a resume under other versions is refused
+        self.verifier_versions = verifier_versions(turn_verifier(None, None if cfg.world is not None else self.domain))
 
     def _restore(self, path: Any) -> None:
-        state = read_checkpoint(path, self.config, renamed={"pivots_per_step": "tasks_per_step"})
+        state = read_checkpoint(path, self.config, renamed={"pivots_per_step": "tasks_per_step"},
+                                verifier_versions=self.verifier_versions)
         self.policy_update.load_state_dict(state, default_updates=int(state["step"]) * self.config.num_iterations)
         self.task_sampler.load_state_dict(state["pivot_sampler"])
         self.step = int(state["step"])
@@ -519,6 +525,8 @@ class EpisodeRLTrainer:
             "pivot_sampler": self.task_sampler.state_dict(),
             "rollout_turns_total": self.rollout_turns_total,
             "config": self.config.to_dict(),
+            "verifier_versions": self.verifier_versions,
         }
-        summary = {"step": self.step, "config": self.config.to_dict(), "metrics": row or {}}
+        summary = {"step": self.step, "config": self.config.to_dict(), "metrics": row or {},
+                   "verifier_versions": self.verifier_versions}
         return self.policy_update.save_checkpoint(self.output_dir, self.step, state, summary, self.config.save_total_limit)

@@ -62,6 +62,7 @@ from pivot_envs.trainers.scoring import GroupScores, ValueTable, score_groups
 from pivot_envs.trainers.step_stats import StepStats, metrics_row
 from pivot_envs.types import Pivot
 from pivot_envs.verifiers import build_verifier
+from pivot_envs.verifiers.versions import merged_versions
 
 __all__ = ["PivotRLConfig", "PivotRLTrainer", "TrainResult", "train_pivotrl"]
 
@@ -129,6 +130,7 @@ class PivotRLTrainer:
             self.pivots.setdefault(p.id, p)
         self.verifier = build_verifier(cfg.verifier if cfg.verifier is not None else self.domain.verifier_spec())
         self.strict_verifier = build_verifier(cfg.strict_verifier) if cfg.strict_verifier is not None else None
+        self.verifier_versions = merged_versions(v for v in (self.verifier, self.strict_verifier) if v is not None)
         self.pivot_sampler = PivotSampler(list(self.pivots), cfg.seed)
         self.values = ValueTable()
         if cfg.advantage == "pvpo":
@@ -143,7 +145,7 @@ class PivotRLTrainer:
             self._pvpo_missing = missing
 
     def _restore(self, path: Path) -> None:
-        state = read_checkpoint(path, self.config)
+        state = read_checkpoint(path, self.config, verifier_versions=self.verifier_versions)
         self.policy_update.load_state_dict(state, default_updates=int(state["step"]) * self.config.num_iterations)
         self.pivot_sampler.load_state_dict(state["pivot_sampler"])
         self.values.load_state_dict(state["values"])
@@ -360,8 +362,10 @@ class PivotRLTrainer:
             "values": self.values.state_dict(),
             "rollout_turns_total": self.rollout_turns_total,
             "config": self.config.to_dict(),
+            "verifier_versions": self.verifier_versions,
         }
-        summary = {"step": self.step, "config": self.config.to_dict(), "metrics": row or {}}
+        summary = {"step": self.step, "config": self.config.to_dict(), "metrics": row or {},
+                   "verifier_versions": self.verifier_versions}
         return self.policy_update.save_checkpoint(self.output_dir, self.step, state, summary, self.config.save_total_limit)
 
 

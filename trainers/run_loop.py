@@ -24,14 +24,16 @@ from pivot_envs.trainers.distributed import DistInfo, barrier, init_distributed,
 from pivot_envs.trainers.metrics import MetricsLogger, format_row, plot_metrics, truncate_metrics
 from pivot_envs.trainers.policy_update import PolicyUpdate
 from pivot_envs.trainers.step_stats import StepStats
+from pivot_envs.verifiers.versions import check_versions
 
 __all__ = ["RESUMABLE_CHANGES", "Run", "TrainResult", "engine_fields", "run_steps", "start_run"]
 
 log = logging.getLogger("pivot_envs.trainers")
 
 RESUMABLE_CHANGES = {"save_every", "save_total_limit", "log_every", "log_samples", "report_to", "plots",
-                     "resume_from", "overwrite_output_dir", "wandb_project", "num_threads", "output_dir"}
-"""Config fields that may differ between a checkpoint and the run resuming it without a warning."""
+                     "resume_from", "overwrite_output_dir", "wandb_project", "output_dir"}
+"""Config fields that may differ between a checkpoint and the run resuming it without a warning (not ``num_threads``:
+one torch thread and two part the sums, so a run resumed under another count does not repeat the uninterrupted one)."""
 
 
 @dataclass
@@ -116,10 +118,17 @@ def open_trainer(trainer: Any, cfg: PolicyConfig, on_step: Callable[[dict[str, A
         trainer._restore(run.resume_dir)
 
 
-def read_checkpoint(path: Path, cfg: PolicyConfig, renamed: dict[str, str] | None = None) -> dict[str, Any]:
+def read_checkpoint(path: Path, cfg: PolicyConfig, renamed: dict[str, str] | None = None,
+                    verifier_versions: dict[str, int] | None = None) -> dict[str, Any]:
     """A checkpoint's trainer state; warns when the run's settings differ from the checkpoint's
-    (``renamed``: old key -> new key, for checkpoints written before a field was renamed)."""
+    (``renamed``: old key -> new key, for checkpoints written before a field was renamed). Refuses
+    (:class:`~pivot_envs.verifiers.versions.VerifierVersionsChanged`) a checkpoint whose recorded verifier versions
+    are not ``verifier_versions``, the run's of now: its rewards came from other verifier code."""
     state = ckpt.load_trainer_state(path)
+    if verifier_versions is not None:
+        check_versions(state.get("verifier_versions"), verifier_versions, where=f"{path} (a training checkpoint)",
+                       fix="Start the run afresh instead of resuming it: another output_dir, or this one with "
+                       "overwrite_output_dir=true and no resume_from")
     now = cfg.to_dict()
     saved = {(renamed or {}).get(k, k): v for k, v in state["config"].items() if v is not None or k not in (renamed or {})}
     changed = sorted(k for k, v in saved.items() if k not in RESUMABLE_CHANGES and now.get(k) != v)
