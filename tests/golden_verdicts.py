@@ -11,7 +11,9 @@ code change that needs a version bump; versions that changed need the file regen
     python tests/golden_verdicts.py --write --rebuild   # pick the cases again from the bundled data
 
 ``--write`` refuses to record a changed verdict whose versions did not change (bump the ``version`` of the verifier
-whose code changed first), so regenerating cannot skip the bump.
+whose code changed first), so regenerating cannot skip the bump. A domain's cases are scored by the domain's default
+verifier of now: when the default changes (its config, not a verifier's code), ``--write`` records the new spec and
+its verdicts as new inputs.
 
 The cases: in each built-in domain a deterministic sample of the bundled test pivots (call turns and, where the
 domain has them, answer turns), each with the expert's own action, a recorded alternative, a refusal, ``Done.`` and
@@ -121,6 +123,21 @@ def case(group: str, case_id: str, spec: Any, pivot_id: str, action: Any) -> dic
     return {"id": case_id, "group": group, "spec": json.loads(json.dumps(spec)), "pivot": pivot_id, "action": action}
 
 
+def current_spec(item: dict[str, Any]) -> Any:
+    """The spec a case is scored with now: a domain case's is its domain's default verifier of now (a change to the
+    default is a change of the case's inputs, not of a verifier's code), a standalone case's its own."""
+    if item["group"] in DOMAINS:
+        from pivot_envs.verifiers.defaults import default_verifier_spec
+
+        return json.loads(json.dumps(default_verifier_spec(item["group"])))
+    return item["spec"]
+
+
+def outdated_specs(cases: Iterable[dict[str, Any]]) -> list[str]:
+    """The domain cases recorded with another spec than their domain's default verifier of now."""
+    return [f"{c['id']}: the default verifier of {c['group']} changed" for c in cases if c["spec"] != current_spec(c)]
+
+
 def inputs_key(item: dict[str, Any], pivots: dict[str, dict[str, Any]]) -> str:
     """A hash of what a case scores (its spec, pivot and action): equal keys, comparable verdicts."""
     return stable_hash(item["spec"], pivots[item["pivot"]], item["action"])
@@ -191,7 +208,8 @@ def unbumped_message(lines: list[str]) -> str:
 
 
 def stale_message(lines: list[str]) -> str:
-    return (f"{len(lines)} golden case(s) were recorded under other verifier versions:\n  " + "\n  ".join(lines)
+    return (f"{len(lines)} golden case(s) were recorded under other verifier versions or another default "
+            f"verifier:\n  " + "\n  ".join(lines)
             + f"\nregenerate with `{COMMAND}`")
 
 
@@ -223,6 +241,8 @@ def regenerate(path: Path, rebuild: bool, out: Any = sys.stdout) -> int:
     changed under unchanged versions (then nothing is written). Prints what changed; returns an exit status."""
     old = read(path) if path.exists() else {"pivots": {}, "cases": []}
     pivots, cases = build_cases() if rebuild or not old["cases"] else (old["pivots"], old["cases"])
+    cases = [{k: v for k, v in {**c, "spec": current_spec(c)}.items() if k not in ("verdict", "versions")}
+             for c in cases]
     now = compute(cases, pivots)
     before = {c["id"]: c for c in old["cases"] if c["pivot"] in old["pivots"]}
     comparable = [before[c["id"]] for c in cases
@@ -252,6 +272,7 @@ def check(path: Path, out: Any = sys.stdout) -> int:
     """Compare the recorded verdicts with the code of now; print the differences; 1 when there are any."""
     data = read(path)
     unbumped, stale = compare(data["cases"], compute(data["cases"], data["pivots"]))
+    stale += outdated_specs(data["cases"])
     if unbumped:
         print(unbumped_message(unbumped), file=out)
     if stale:

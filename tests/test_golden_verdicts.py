@@ -43,6 +43,11 @@ def test_every_domain_and_every_built_in_verifier_has_cases():
         assert verdicts == {True, False}, domain
 
 
+def test_the_domain_cases_are_scored_by_each_domain_s_default_verifier_of_now():
+    outdated = golden.outdated_specs(RECORDED["cases"])
+    assert not outdated, golden.stale_message(outdated)
+
+
 def test_the_pivots_are_stored_with_the_cases_not_looked_up():
     for item in RECORDED["cases"]:
         pivot = RECORDED["pivots"][item["pivot"]]

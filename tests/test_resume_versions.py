@@ -11,7 +11,6 @@ import pytest
 from pivot_envs.envs_data import load_pivots
 from pivot_envs.pipeline.profile import profile_pivots
 from pivot_envs.verifiers.exec import ExecVerifier
-from pivot_envs.verifiers.final_turn import FinalTurnVerifier
 from pivot_envs.verifiers.strict import StrictVerifier
 from pivot_envs.verifiers.tool_call import ToolCallVerifier
 from pivot_envs.verifiers.versions import VerifierVersionsChanged
@@ -108,17 +107,25 @@ def test_the_demo_profile_checkpoint_of_other_versions_is_refused_not_dropped(tm
 
 def test_run_folders_are_keyed_by_the_verifier_versions(tmp_path, monkeypatch):
     from pivot_envs.experiments.arms import RunSettings, RunSpec
+    from pivot_envs.verifiers import verifier_class, verifier_names
+    from pivot_envs.verifiers.defaults import default_verifier_spec
+    from pivot_envs.verifiers.versions import verifier_versions
 
     settings = RunSettings(root=str(tmp_path), domain="terminal", base_model="b", val_pivots="v", test_pivots="t",
                            max_context_tokens=64, max_new_tokens=8, steps=2, pivots_per_step=2, group_size=2, beta=0.0,
                            eval_k=1)
     specs = [RunSpec("base", 0), RunSpec("pivotrl", 0, "p.jsonl", 1e-3)]
-    before = [s.key(settings) for s in specs] + [s.key(settings, legacy=True) for s in specs]
-    assert before == [s.key(settings) for s in specs] + [s.key(settings, legacy=True) for s in specs]  # stable
-    monkeypatch.setattr(FinalTurnVerifier, "version", 2)
-    after = [s.key(settings) for s in specs] + [s.key(settings, legacy=True) for s in specs]
-    assert all(a != b for a, b in zip(before, after))
-    swe = dataclasses.replace(settings, domain="swe")  # swe's default verifier holds no final_turn
-    bumped = specs[1].key(swe)
-    monkeypatch.undo()
-    assert specs[1].key(swe) == bumped and [s.key(settings) for s in specs] == before[:2]
+
+    def keys() -> list[str]:
+        return [s.key(settings) for s in specs] + [s.key(settings, legacy=True) for s in specs]
+
+    before = keys()
+    assert keys() == before  # stable
+    held = set(verifier_versions(default_verifier_spec("terminal"))) | {"strict"}
+    for name in ("strict", "final_turn"):  # the baseline and one the domain's default holds
+        monkeypatch.setattr(verifier_class(name), "version", 2)
+        assert all(a != b for a, b in zip(before, keys())), name
+        monkeypatch.undo()
+    unheld = next(n for n in sorted(verifier_names()) if n not in held)
+    monkeypatch.setattr(verifier_class(unheld), "version", 9)
+    assert keys() == before  # a verifier the runs do not score with leaves their folders alone
