@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "data_cmd",
     "env_cmd",
     "verify_cmd",
+    "redteam_cmd",
     "export_cmd",
     "profile_cmd",
     "play_cmd",
