@@ -14,8 +14,11 @@ string convention as a cheap reject, ``tool_call`` as an accept, ``world_exec`` 
 on the preset's world). Where a stop is right is read off the world with the episode API: the world at the pivot
 against the state the expert's calls reach.
 
-Targets: terminal interchangeable actions accepted >= 90 %; wrong actions accepted <= 2 % in every domain;
-``stop_done`` (a stop where the task's state is already the expert's final one) accepted >= 95 %.
+Targets: terminal interchangeable actions accepted >= 90 % (100 % after issue 35); wrong actions accepted <= 2 % in
+every domain; ``stop_done`` (a stop where the task's state is already the expert's final one) accepted >= 95 %.
+``--labels old`` builds issue 35's stop labels, ``--labels new`` (default) issue 48's: a stop before the values the
+user asked for are known is wrong, another task's answer is wrong everywhere, and "Done." where it is right is built
+as ``confirmation`` (:func:`local_actions.stop_actions`).
 
 "Before" figures come from the same script run on the code before issue 35 (a wheel of that commit in a venv of
 its own: ``benchmarks/results/local_rewards/README.md`` says how).
@@ -157,7 +160,8 @@ def _last_call_before(task: Trajectory, turn: int) -> dict[str, Any] | None:
     return calls[-1] if calls else None
 
 
-def labelled(domain: str, pivots: list[Pivot], tasks: dict[str, Trajectory], oracle: Oracle) -> list[tuple[Pivot, str, str, dict]]:
+def labelled(domain: str, pivots: list[Pivot], tasks: dict[str, Trajectory], oracle: Oracle,
+             labels: str = "new") -> list[tuple[Pivot, str, str, dict]]:
     """Every ``(pivot, kind, label, action)`` of a domain."""
     rng = random.Random(0)
     by_task: dict[str, list] = defaultdict(list)
@@ -190,7 +194,7 @@ def labelled(domain: str, pivots: list[Pivot], tasks: dict[str, Trajectory], ora
             where = oracle.where(p, task)
             other_answers = [a for t, a in answers.items() if t != tid and a]
             last = _last_call_before(task, p.meta["turn"]) if not p.expert.get("tool_calls") else None
-            actions += la.stop_actions(p, where, other_answers, rng, last)
+            actions += la.stop_actions(p, where, other_answers, rng, last, labels)
         else:
             actions.append(("refusal", "wrong", la.text(la.REFUSAL)))
             actions.append(("done_text", "wrong", la.text("Done.")))
@@ -201,13 +205,13 @@ def labelled(domain: str, pivots: list[Pivot], tasks: dict[str, Trajectory], ora
 # --------------------------------------------------------------------------- scoring and the table
 
 
-def score(domain: str, limit: int | None) -> dict[str, Any]:
+def score(domain: str, limit: int | None, labels: str = "new") -> dict[str, Any]:
     """The figures of one domain: per kind, its label, count, accepted and verifier errors, and examples."""
     t0 = time.perf_counter()
     pivots, tasks, spec, world, task_domain = domain_setup(domain, limit)
     oracle = Oracle(world, task_domain)
     try:
-        rows = labelled(domain, pivots, tasks, oracle)
+        rows = labelled(domain, pivots, tasks, oracle, labels)
     finally:
         oracle.close()
     verifier = build_verifier(spec)
@@ -272,13 +276,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="pivots per domain (tau2 default 30; built-in: all)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     ap.add_argument("--before", type=Path, default=None, help="an earlier --json: print before -> after")
+    ap.add_argument("--labels", choices=("new", "old"), default="new",
+                    help="the stop labels: issue 48's rule (new, default) or issue 35's (old)")
     args = ap.parse_args(argv)
-    figures: dict[str, Any] = {"domains": {}}
+    figures: dict[str, Any] = {"domains": {}, "labels": args.labels}
     for domain in [d.strip() for d in args.domains.split(",") if d.strip()]:
         if domain not in BUILT_IN + TAU2:
             ap.error(f"unknown domain {domain!r}; known: {', '.join(BUILT_IN + TAU2)}")
         print(f"scoring {domain} ...", file=sys.stderr, flush=True)
-        figures["domains"][domain] = score(domain, args.limit)
+        figures["domains"][domain] = score(domain, args.limit, args.labels)
         print(f"  {domain}: {figures['domains'][domain]['seconds']} s", file=sys.stderr, flush=True)
     before = json.loads(args.before.read_text(encoding="utf-8")) if args.before else None
     print(table(figures, before))

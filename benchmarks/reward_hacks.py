@@ -88,6 +88,54 @@ def table(figures: dict[str, Any], before: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+TARGETS = (
+    ("`[expert call, anything]`, terminal and search", ("terminal", "search"), ("extra_call",), "wrong", "<= 1 %"),
+    ("any text as a stop where the task is done (non-answers)", None,
+     ("gibberish_stop", "failure_stop", "command_as_text", "command_in_fence", "precall_prose"), "wrong", "<= 1 %"),
+    ("right stops where the task is done", None, ("stop_done", "confirmation_stop"), "right", ">= 95 %"),
+    ("answers with a retraction, hedge, false claim, guess list or dump", None,
+     ("retraction", "hedge", "false_claim", "guess_list", "value_list", "tool_dump"), "wrong", "<= 2 %"),
+    ("swe content-blind wrong edits, reads and test runs", ("swe",),
+     ("edit_pass", "edit_empty", "edit_rm", "bash_rm_edit", "read_outside", "chain_rm", "fake_tests"), "wrong",
+     "<= 2 %"),
+    ("subset search queries that do not retrieve the target", ("search",), ("subset_query",), "wrong", "<= 1 %"),
+    ("sprays, small-tree dumps, typed-in output", ("terminal",),
+     ("number_spray", "tree_dump", "typed_output", "typed_base64", "typed_hex", "typed_rev", "typed_rot13"), "wrong",
+     "<= 2 %"),
+    ("the world refuses or fails it (140 KB comment, trailing \\r)", ("terminal",), ("huge_comment", "cr_suffix"),
+     "wrong", "0"),
+    ("issue 35's false rejects (2>/dev/null, ls -R, open(' id'), number words, swe sed reads and edits)", None,
+     ("stderr_null", "ls_recursive", "open_space", "number_words", "sed_read", "sed_edit", "python_edit"), "right",
+     ">= 95 %"),
+)
+"""The issue's target rows: (what, domains or None for all, families, label, target)."""
+
+
+def _sum(figures: dict[str, Any], domains: Any, families: tuple[str, ...], label: str) -> dict[str, int]:
+    n = accepted = 0
+    for domain, fig in figures["domains"].items():
+        if domains is not None and domain not in domains:
+            continue
+        for r in fig["families"]:
+            if r["family"] in families and r["label"] == label:
+                n, accepted = n + r["n"], accepted + r["accepted"]
+    return {"n": n, "accepted": accepted}
+
+
+def target_table(figures: dict[str, Any], before: dict[str, Any] | None) -> str:
+    """The issue's target rows, before -> after."""
+    lines = ["| figure | label | before | after | target |", "|---|---|---|---|---|"]
+    for what, domains, families, label, target in TARGETS:
+        old = _pct(_sum(before, domains, families, label)) if before else "-"
+        lines.append(f"| {what} | {label} | {old} | {_pct(_sum(figures, domains, families, label))} | {target} |")
+    for domain in figures["domains"]:
+        for label in ("wrong", "right"):
+            old = _pct((before or {}).get("domains", {}).get(domain, {}).get("totals", {}).get(label))
+            now = _pct(figures["domains"][domain]["totals"][label])
+            lines.append(f"| {domain}, all | {label} | {old} | {now} | {'<= 1 %' if label == 'wrong' else '>= 95 %'} |")
+    return "\n".join(lines)
+
+
 def _pct(row: dict[str, Any] | None) -> str:
     if not row or not row.get("n"):
         return "-"
@@ -118,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     before = json.loads(args.before.read_text(encoding="utf-8")) if args.before else None
     out = table(figures, before)
     print(out)
+    targets = target_table(figures, before)
+    print("\n" + targets)
     print(f"\nreal texts (stop-language rule): {json.dumps(figures['real_texts'])}")
     misses = [m for fig in figures["domains"].values() for m in fig["misses"]]
     print("\ntargets missed:\n" + ("\n".join(f"- {m}" for m in misses) if misses else "- none"))
@@ -137,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 status = 1
         (args.out / "figures.json").write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
         (args.out / "table.md").write_text(out + "\n", encoding="utf-8")
+        (args.out / "targets.md").write_text(targets + "\n", encoding="utf-8")
     return status
 
 

@@ -15,7 +15,7 @@ from pivot_envs.domains import Domain, register_domain
 from pivot_envs.envs_data import load_pivots
 from pivot_envs.verifiers import verifier_names
 from pivot_envs.verifiers.defaults import (
-    SAME_WORDS,
+    OPEN_DOC,
     SHELL_EFFECT,
     SHELL_SAME,
     TOOL_USE_CASELESS,
@@ -37,35 +37,42 @@ def tool_use_verifier(judge: Judge = None) -> dict[str, Any]:
 def terminal_verifier(judge: Judge = None) -> dict[str, Any]:
     """``final_turn``: calls by a cascade (``schema`` gate -> the same command's canonical spelling ->
     ``exec``, when registered, running both commands and comparing what they changed and showed -> the judge);
+    a turn whose calls do not match the expert's one to one by its whole effect (``exec`` over every call);
     answers by their facts (+ judge)."""
     stages: list[dict[str, Any]] = [
         {"role": "gate", "verifier": {"name": "schema"}},
         {"role": "accept", "verifier": dict(SHELL_SAME)},
     ]
+    effect = None
     if "exec" in verifier_names():
         stages.append({"role": "accept" if judge is not None else "decide", "verifier": dict(SHELL_EFFECT)})
+        effect = {"name": "cascade", "stages": [{"role": "gate", "verifier": {"name": "schema"}},
+                                                {"role": "decide", "verifier": dict(SHELL_EFFECT)}]}
     if judge is not None:
         stages.append({"role": "decide", "verifier": judge_spec(judge)})
-    return {"name": "final_turn", "calls": {"name": "cascade", "stages": stages}, "answer": answer_spec(judge)}
+    return {"name": "final_turn", "calls": {"name": "cascade", "stages": stages}, "answer": answer_spec(judge),
+            "turn_effect": effect}
 
 
 def swe_verifier(judge: Judge = None) -> dict[str, Any]:
-    """``tool_name`` with the SWE alias categories on the same target (the file, the lines, the search term: the
-    paper's tool-name rule, which accepted another task's edit of another file); what an edit writes is left to
-    the tests. A judge is not used."""
-    return {"name": "tool_name", "aliases": "swe", "same_target": True}
+    """``final_turn`` (a turn judged whole: text after the call fails, an extra call fails; no stops, the task ends
+    with ``submit``) over ``swe_call``: the paper's tool categories, each call judged by its content (an edit close to
+    the expert's or with its effect, a read of the expert's file inside the repository, a test run that runs the
+    tests; a command that writes or destroys only by its effect). A judge is not used."""
+    return {"name": "final_turn", "calls": {"name": "swe_call"}, "world_state": False}
 
 
 def search_verifier(judge: Judge = None) -> dict[str, Any]:
-    """``final_turn``: calls by ``by_tool`` (``search``: the same words in any order and case accept, else what the
-    query retrieves decides (``retrieves``: the document the expert opened next); ``open`` exact: the doc id; other
-    calls ``tool_call``); answers by their facts (+ judge); a stop before the expert's last look-up by the facts
-    of the expert's answer (every search task is an information task)."""
+    """``final_turn``: calls by ``by_tool`` (``search``: the expert's own call, arguments equal by meaning, accepts
+    without running; otherwise what the query retrieves decides (``retrieves``: the document the expert opened next
+    must be among its results; no similarity of words accepts a query that does not retrieve it); ``open``: the doc id, spaces around it stripped as the world strips them; other calls
+    ``tool_call``); answers by their facts (+ judge); a stop before the expert's last look-up by the facts of the
+    expert's answer (every search task is an information task)."""
     search = {"name": "cascade", "stages": [
-        {"role": "accept", "verifier": dict(SAME_WORDS)},
+        {"role": "accept", "verifier": {"name": "tool_call"}},
         {"role": "decide", "verifier": {"name": "retrieves", "tool": "search", "open_tool": "open", "id_key": "doc_id"}},
     ]}
-    calls = {"name": "by_tool", "routes": {"search": search, "open": {"name": "tool_call"}},
+    calls = {"name": "by_tool", "routes": {"search": search, "open": dict(OPEN_DOC)},
              "default": {"name": "tool_call"}}
     return {"name": "final_turn", "calls": calls, "answer": answer_spec(judge)}
 

@@ -100,11 +100,12 @@ def typed_values(text: str) -> set[str]:
     return out
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
+    """``text`` lower-cased with its whitespace collapsed (how answers and values are compared)."""
     return " ".join(text.lower().split())
 
 
-def _contains(haystack: str, needle: str) -> bool:
+def contains_words(haystack: str, needle: str) -> bool:
     """``needle`` occurs in ``haystack`` as whole words (both already folded)."""
     return bool(needle) and re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", haystack) is not None
 
@@ -149,7 +150,7 @@ class ToolValues:
         """These values less the ones the conversation had said already (a tool echoing back the order id
         it was asked about finds nothing out)."""
         return ToolValues({v for v in self.typed if v not in said.typed},
-                          {v for v in self.values if not _contains(said.text, v)},
+                          {v for v in self.values if not contains_words(said.text, v)},
                           {w for w in self.words if w not in said.tokens})
 
     def update(self, other: "ToolValues") -> None:
@@ -168,8 +169,8 @@ class ToolValues:
             return
         typed = typed_values(stripped)
         self.typed |= typed
-        if not typed and len(stripped) >= 2 and _fold(stripped) not in COMMON_WORDS:
-            self.values.add(_fold(stripped))
+        if not typed and len(stripped) >= 2 and fold(stripped) not in COMMON_WORDS:
+            self.values.add(fold(stripped))
 
 
 MAX_VALUE_CHARS = 80
@@ -224,7 +225,7 @@ def coverage(answer: str, expected: str) -> tuple[float, list[str]]:
     want = content_words(expected)
     if not want:
         return 1.0, []
-    have = content_words(answer)
+    have = content_words(answer) | number_words(answer)
     missing = sorted(want - have)
     return 1.0 - len(missing) / len(want), missing
 
@@ -240,14 +241,14 @@ class _Given:
 
 def _given(messages: Sequence[Message]) -> _Given:
     text = " ".join(content_text(m.get("content")) for m in messages if m.get("role") in ("system", "user"))
-    return _Given(typed_values(text), _fold(text), _all_tokens(text))
+    return _Given(typed_values(text), fold(text), _all_tokens(text))
 
 
 def _stated(text: str, seen: ToolValues, given: _Given) -> set[str]:
     """The facts ``text`` states: tool-result values it repeats that the task did not give."""
     facts = {v for v in typed_values(text) & seen.typed if v not in given.typed}
-    folded = _fold(text)
-    facts |= {"value:" + v for v in seen.values if _contains(folded, v) and not _contains(given.text, v)}
+    folded = fold(text)
+    facts |= {"value:" + v for v in seen.values if contains_words(folded, v) and not contains_words(given.text, v)}
     facts |= {"word:" + w for w in _tokens(text) & seen.words if w not in given.tokens}
     return facts
 
@@ -262,7 +263,7 @@ class Said:
 
     def add(self, text: str) -> None:
         self.typed |= typed_values(text)
-        self.text += " " + _fold(text)
+        self.text += " " + fold(text)
         self.tokens |= _all_tokens(text)
 
 
@@ -282,7 +283,8 @@ def _read(messages: Sequence[Message], on_assistant_text: Any = None) -> ToolVal
     return seen
 
 
-def _tool_values_before(messages: Sequence[Message]) -> ToolValues:
+def returned_values(messages: Sequence[Message]) -> ToolValues:
+    """The values the tool results of ``messages`` found out (each result's values that nothing said before it)."""
     return _read(messages)
 
 
@@ -298,7 +300,7 @@ def expert_facts(messages: Sequence[Message]) -> list[str]:
 def answer_facts(context: Sequence[Message], answer: str) -> list[str]:
     """The facts that ``answer`` (one assistant text) states after the conversation ``context``: the
     same rule as :func:`expert_facts`, for one turn (a final-turn pivot's expert answer)."""
-    return sorted(_stated(answer, _tool_values_before(context), _given(context))) if answer else []
+    return sorted(_stated(answer, returned_values(context), _given(context))) if answer else []
 
 
 _SPECIFIC = re.compile(r"[@/_:]|^[a-z0-9-]{2,}\.[a-z]{1,5}$")
@@ -321,11 +323,11 @@ def ungrounded(answer: str, sources: Sequence[str]) -> list[str]:
     answer claims that nothing in the conversation (nor the expert's answer) gave. An ID is grounded by the
     same ID, or by its one number (``30-day`` by ``30 days``); a path by any text that contains it."""
     text = "\n".join(sources)
-    typed, folded = typed_values(text), _fold(text)
+    typed, folded = typed_values(text), fold(text)
     out = []
     for value in sorted(specific_values(answer)):
         kind, _, body = value.partition(":")
-        if value in typed or (kind in ("text", "id") and _contains(folded, body)):
+        if value in typed or (kind in ("text", "id") and contains_words(folded, body)):
             continue
         if kind == "id":
             numbers = _DIGITS.findall(body)
@@ -352,18 +354,43 @@ def agent_answer(messages: Sequence[Message]) -> str:
     return "\n".join(content_text(m.get("content")) for m in messages if m.get("role") == "assistant" and content_text(m.get("content")))
 
 
+NUMBER_WORDS = {word: value for value, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty".split())}
+NUMBER_WORDS.update({"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+                     "hundred": 100, "a dozen": 12, "dozen": 12})
+_TENS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_NUMBER_WORD = re.compile(r"\b(?:(" + "|".join(_TENS) + r")[- ](one|two|three|four|five|six|seven|eight|nine)|("
+                          + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r"))\b", re.IGNORECASE)
+
+
+def number_words(text: str) -> set[str]:
+    """The numbers ``text`` writes as words (``three``, ``twenty-one``), as typed values (``num:3``): an answer that
+    says "three files" gives the fact ``3``. Only for recognising facts: a word never states a value by itself
+    (``one of the files`` names no number), so :func:`ungrounded` does not read them."""
+    out = set()
+    for match in _NUMBER_WORD.finditer(text or ""):
+        if match.group(1):
+            value = NUMBER_WORDS[match.group(1).lower()] + NUMBER_WORDS[match.group(2).lower()]
+        else:
+            value = NUMBER_WORDS[match.group(3).lower()]
+        out.add(_number(str(value)))
+    return out
+
+
 def facts_given(answer: str, facts: Sequence[str], min_recall: float = 1.0) -> tuple[bool, list[str]]:
-    """Whether ``answer`` carries at least ``min_recall`` of ``facts``; returns ``(passed, missing facts)``."""
+    """Whether ``answer`` carries at least ``min_recall`` of ``facts`` (numbers may be written as words); returns
+    ``(passed, missing facts)``."""
     if not facts:
         return True, []
-    typed = typed_values(answer)
-    folded = _fold(answer)
+    typed = typed_values(answer) | number_words(answer)
+    folded = fold(answer)
     tokens = _all_tokens(answer)
 
     def given(fact: str) -> bool:
         kind, _, value = fact.partition(":")
         if kind in ("value", "name"):  # name: the facts of rows written before values of any case counted
-            return _contains(folded, value)
+            return contains_words(folded, value)
         if kind == "word":
             return value in tokens
         return fact in typed

@@ -98,7 +98,8 @@ def row_verifier(body: dict[str, Any], pivot: Pivot, resolver: Any) -> Verifier:
 
 def _with_tool_call_params(spec: Any, params: dict[str, Any]) -> tuple[Any, int]:
     """``spec`` with ``params`` set on every ``tool_call`` in it (the verifier itself, or a child of
-    ``final_turn``, ``cascade``, ``by_tool``...), and how many there were."""
+    ``final_turn``, ``cascade``, ``by_tool``...), and how many there were. A ``final_turn`` around them leaves the
+    count of a turn's calls to them (``whole_turn: false``): the row's settings are NeMo Gym's rule for it."""
     if spec == "tool_call":
         return {"name": "tool_call", **params}, 1
     if isinstance(spec, list):
@@ -113,6 +114,8 @@ def _with_tool_call_params(spec: Any, params: dict[str, Any]) -> tuple[Any, int]
         if key != "name" and not (is_tool_call and key in params):
             out[key], n = _with_tool_call_params(value, params)
             found += n
+    if spec.get("name") == "final_turn" and found:
+        out["whole_turn"] = False  # the row's parallel-call settings say how many calls a turn may make
     return out, found
 
 

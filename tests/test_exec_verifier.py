@@ -18,7 +18,7 @@ import pytest
 from pivot_envs.actions import parse_action
 from pivot_envs.types import Fixture, Pivot
 from pivot_envs.verifiers.base import build_verifier
-from pivot_envs.verifiers.commands import CommandExtractor, fenced_commands
+from pivot_envs.verifiers.commands import CommandExtractor, fenced_commands, one_script
 from pivot_envs.verifiers import exec as exec_module
 from pivot_envs.verifiers.exec import ExecVerifier, LRUCache, normalize_output
 from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
@@ -113,7 +113,7 @@ def test_expert_cache_hits_count_runs(bwrap_ok) -> None:
     for cmd in ("grep x f | wc -l", "grep -c y f", "awk '/x/' f | wc -l"):
         verifier(bash(cmd), pivot)
     assert verifier.stats() == {"setup_runs": 0, "expert_runs": 1, "candidate_runs": 3, "expert_cache_hits": 2,
-                                "retries": 0}
+                                "retries": 0, "typed_runs": 0}  # typed_runs: output="information" only
     # another pivot id or another fixture is another key; the LRU keeps two
     other = make_pivot("grep -c x f", pid="p2")
     changed = make_pivot("grep -c x f", files={"f": "x\n"})
@@ -324,7 +324,9 @@ def test_command_extraction() -> None:
     assert ex.extract(call("open", {"path": "a.py"})) is None
     two = {"role": "assistant", "tool_calls": call("bash", {"command": "cd x"})["tool_calls"]
            + call("bash", {"command": "ls"})["tool_calls"]}
-    assert ex.extract(two) == "cd x\nls"
+    script = ex.extract(two)  # each call in a subshell of its own (a cd does not reach the next call), in order
+    assert script == one_script(["cd x", "ls"]) and script.index("(\ncd x\n)") < script.index("(\nls\n)")
+    assert ex.extract(bash("ls\r")) == "ls\r" and ex.extract(bash("  ls -l \n")) == "ls -l"  # the shell sees the \r
     text = {"role": "assistant", "content": "Sure:\n```console\n$ ls -l\ntotal 0\n```\nand ```python\nx\n```"}
     assert ex.extract(text) == "ls -l"
     assert ex.extract({"role": "assistant", "content": "ls -l"}) is None

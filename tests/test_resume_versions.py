@@ -11,6 +11,7 @@ import pytest
 from pivot_envs.envs_data import load_pivots
 from pivot_envs.pipeline.profile import profile_pivots
 from pivot_envs.verifiers.exec import ExecVerifier
+from pivot_envs.verifiers.final_turn import FinalTurnVerifier
 from pivot_envs.verifiers.strict import StrictVerifier
 from pivot_envs.verifiers.tool_call import ToolCallVerifier
 from pivot_envs.verifiers.versions import VerifierVersionsChanged
@@ -21,7 +22,8 @@ def test_a_profile_checkpoint_of_other_verifier_versions_is_refused(tmp_path, mo
     ckpt = tmp_path / "prof.checkpoint"
     first = profile_pivots(pivots, "noisy_expert:0.5", None, k=2, seed=0, batch_pivots=2, checkpoint=ckpt)
     header = json.loads(ckpt.read_text().splitlines()[0])
-    assert header["params"]["verifier_versions"]["final_turn"] == 1 and header["params"]["verifier_versions"]["strict"] == 1
+    versions = header["params"]["verifier_versions"]
+    assert versions["final_turn"] == FinalTurnVerifier.version and versions["strict"] == StrictVerifier.version
     again = profile_pivots(pivots, "noisy_expert:0.5", None, k=2, seed=0, batch_pivots=2, checkpoint=ckpt)
     assert [p.to_dict() for p in again] == [p.to_dict() for p in first]  # same versions: resumed (nothing left to do)
 
@@ -73,11 +75,14 @@ def test_a_demo_stage_of_other_verifier_versions_is_refused(tmp_path, smoke_cfg,
 
     say = lambda message: None  # noqa: E731
     made = stage_verifiers(smoke_cfg, tmp_path, say)
-    assert made["verifier_versions"]["exec"] == 1 and {"final_turn", "tool_name", "retrieves"} <= set(made["verifier_versions"])
+    assert made["verifier_versions"]["exec"] == ExecVerifier.version
+    assert {"final_turn", "swe_call", "retrieves"} <= set(made["verifier_versions"])
     assert stage_verifiers(smoke_cfg, tmp_path, say) == json.loads(json.dumps(made))  # same versions: reused
-    monkeypatch.setattr(ExecVerifier, "version", 2)
-    with pytest.raises(VerifierVersionsChanged, match=r"verifiers.json \(a stage of the demo\) was scored by other "
-                                                      r"verifier code: exec 1 -> 2 .*fresh --out folder, or delete "):
+    now = ExecVerifier.version
+    monkeypatch.setattr(ExecVerifier, "version", now + 1)
+    with pytest.raises(VerifierVersionsChanged, match=rf"verifiers.json \(a stage of the demo\) was scored by other "
+                                                      rf"verifier code: exec {now} -> {now + 1} .*fresh --out folder, "
+                                                      r"or delete "):
         stage_verifiers(smoke_cfg, tmp_path, say)
     monkeypatch.undo()
     saved = json.loads((tmp_path / "verifiers.json").read_text())
@@ -123,7 +128,7 @@ def test_run_folders_are_keyed_by_the_verifier_versions(tmp_path, monkeypatch):
     assert keys() == before  # stable
     held = set(verifier_versions(default_verifier_spec("terminal"))) | {"strict"}
     for name in ("strict", "final_turn"):  # the baseline and one the domain's default holds
-        monkeypatch.setattr(verifier_class(name), "version", 2)
+        monkeypatch.setattr(verifier_class(name), "version", verifier_class(name).version + 1)
         assert all(a != b for a, b in zip(before, keys())), name
         monkeypatch.undo()
     unheld = next(n for n in sorted(verifier_names()) if n not in held)

@@ -12,6 +12,7 @@ from pivot_envs.verifiers import Verifier, build_verifier, register_verifier
 from pivot_envs.verifiers.base import _REGISTRY
 from pivot_envs.verifiers.defaults import default_verifier_spec
 from pivot_envs.verifiers.strict import StrictVerifier
+from pivot_envs.verifiers.coverage import CoverageVerifier
 from pivot_envs.verifiers.tool_call import ToolCallVerifier
 from pivot_envs.verifiers.versions import (VerifierVersionsChanged, changed_versions, check_versions, domain_versions,
                                            merged_versions, verifier_fingerprint, verifier_versions)
@@ -67,7 +68,8 @@ def test_children_are_found_through_attributes_containers_and_dataclasses():
 def test_composites_and_the_domain_defaults_report_every_child():
     cascade = {"name": "cascade", "stages": [{"role": "gate", "verifier": "schema"},
                                              {"role": "decide", "verifier": {"name": "any", "verifiers": ["strict", "coverage"]}}]}
-    assert verifier_versions(cascade) == {"any": 1, "cascade": 1, "coverage": 1, "schema": 1, "strict": 1}
+    assert verifier_versions(cascade) == {"any": 1, "cascade": 1, "coverage": CoverageVerifier.version, "schema": 1,
+                                          "strict": 1}
     terminal = verifier_versions(default_verifier_spec("terminal"))
     assert {"final_turn", "exec", "facts", "coverage"} <= set(terminal)  # coverage: final_turn -> facts -> otherwise
     assert domain_versions(["search", "terminal", "terminal"]) == merged_versions(

@@ -723,7 +723,7 @@ class TestDefaults:
 
     def test_shapes(self) -> None:
         assert default_verifier_spec("unknown")["name"] == "tool_call"
-        assert default_verifier_spec("swe") == {"name": "tool_name", "aliases": "swe", "same_target": True}
+        assert default_verifier_spec("swe") == {"name": "final_turn", "calls": {"name": "swe_call"}, "world_state": False}
         terminal = default_verifier_spec("terminal")
         assert terminal["name"] == "final_turn" and terminal["answer"]["name"] == "facts"
         roles = [(s["role"], s["verifier"]["name"]) for s in terminal["calls"]["stages"]]
@@ -735,8 +735,9 @@ class TestDefaults:
         search = default_verifier_spec("search")
         assert search["name"] == "final_turn" and search["answer"]["name"] == "facts"
         stages = search["calls"]["routes"]["search"]["stages"]
-        assert [(s["role"], s["verifier"]["name"]) for s in stages] == [("accept", "fuzzy"), ("decide", "retrieves")]
-        assert stages[0]["verifier"]["threshold"] == 100  # the same words; anything else is run
+        assert [(s["role"], s["verifier"]["name"]) for s in stages] == [("accept", "tool_call"), ("decide", "retrieves")]
+        assert search["calls"]["routes"]["open"] == {"name": "tool_call", "normalizers": ["strip"]}
+        assert terminal["turn_effect"]["stages"][-1]["verifier"]["name"] == "exec"  # a turn's calls, run together
 
     def test_judge_is_the_last_resort(self) -> None:
         judge = {"model": "m", "base_url": "http://127.0.0.1:9/v1"}

@@ -14,7 +14,7 @@ category        verifiers
 ``state``       ``stop``: a stop where the world already holds the task's final state
 ``facts``       ``facts`` / ``coverage``: an answer that carries the expert's facts
 ``judge``       ``judge``: an LLM judge
-``tool name``   ``tool_name``: the same tool (or alias category)
+``tool name``   ``tool_name`` / ``swe_call``: the same tool (or alias category), for ``swe_call`` also its content
 ``other``       any other verifier (a user's own)
 ==============  ====================================================================
 """
@@ -27,7 +27,7 @@ CATEGORIES = ("exact", "arguments", "similarity", "effect", "state", "facts", "j
 
 BY_VERIFIER = {
     "strict": "exact", "tool_call": "arguments", "fuzzy": "similarity", "exec": "effect", "world_exec": "effect", "retrieves": "effect",
-    "stop": "state", "facts": "facts", "coverage": "facts", "judge": "judge", "tool_name": "tool name",
+    "stop": "state", "facts": "facts", "coverage": "facts", "judge": "judge", "tool_name": "tool name", "swe_call": "tool name",
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from pivot_envs.verifiers import compose, coverage, final_turn, fuzzy, schema, strict, tool_call, tool_name  # noqa: F401
+from pivot_envs.verifiers import compose, coverage, final_turn, fuzzy, schema, strict, swe_calls, tool_call, tool_name  # noqa: F401
 
 OPTIONAL_MODULES = ("exec", "judge", "world_exec", "retrieves")
 """Built-in verifier modules imported only when present."""

@@ -5,9 +5,14 @@ Sources, in order:
 1. tool calls whose name is a shell tool (``bash``, ``shell``, ``run``, ...;
    case-insensitive) and whose arguments hold the command under one of the
    argument keys (``command``, ``cmd``, ...). A list value (an argv) is
-   shell-quoted and joined. Several such calls are joined with newlines, in
-   order, into one script. When the action has tool calls but none of them is
-   a shell call, there is no command (the content is not consulted);
+   shell-quoted and joined. The command is kept as written, but for spaces,
+   tabs and newlines at its ends: a carriage return is part of it, as the shell
+   that runs it sees it. Several such calls become one script that runs each in
+   a subshell of its own, in order (a ``cd`` or a variable of one call does not
+   reach the next, as in a world that starts a fresh shell per call), and exits
+   with the status of the last call that failed (0 when none did). When the
+   action has tool calls but none of them is a shell call, there is no command
+   (the content is not consulted);
 2. with ``content="fenced"`` or ``"plain"``: fenced code blocks in the content
    labelled ``bash``/``sh``/``shell``/``console``/``zsh`` (else unlabelled
    ones), joined with newlines; ``$ `` prompts of ``console`` blocks are removed;
@@ -72,7 +77,7 @@ class CommandExtractor:
         calls = message.get("tool_calls") or []
         if calls:
             commands = [c for c in (self._from_call(call) for call in calls) if c is not None]
-            return "\n".join(commands) if commands else None
+            return one_script(commands) if commands else None
         text = message.get("content")
         if not isinstance(text, str) or self.content == "none":
             return None
@@ -96,16 +101,29 @@ class CommandExtractor:
             except json.JSONDecodeError:
                 return None
         if isinstance(args, str):
-            return args.strip() or None
+            return args.strip(_ENDS) or None
         if not isinstance(args, dict):
             return None
         for key in self.keys:
             value = args.get(key)
-            if isinstance(value, str) and value.strip():
-                return value.strip()
+            if isinstance(value, str) and value.strip(_ENDS):
+                return value.strip(_ENDS)
             if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
                 return shlex.join(value)
         return None
+
+
+_ENDS = " \t\n"
+"""What is stripped from a command's ends: what the shell itself ignores there (not a carriage return)."""
+
+
+def one_script(commands: list[str]) -> str:
+    """One command as it is; several as a script running each in its own subshell, in order, that exits with the
+    status of the last one that failed (see the module docstring)."""
+    if len(commands) == 1:
+        return commands[0]
+    parts = ["__pivot_rc=0"] + [f"(\n{command}\n) || __pivot_rc=$?" for command in commands]
+    return "\n".join(parts + ["exit $__pivot_rc"])
 
 
 def fenced_commands(text: str) -> str | None:

@@ -25,6 +25,8 @@ from pivot_envs.verifiers.compose import PicklesByConfig
 class CoverageVerifier(PicklesByConfig, Verifier):
     """The action's text carries at least ``min_share`` of the expert text's content words."""
 
+    version = 2  # 2: numbers written as words count as the numbers (issue 48)
+
     min_share: float = 0.6
     """Share of the expert text's content words the action must carry (0 < min_share <= 1)."""
 

@@ -13,13 +13,17 @@ terminal   ``final_turn``: calls -> ``cascade``: ``schema`` gate ->
            the same command's canonical spelling (``fuzzy`` 100 over
            ``shell_words``) accept -> ``exec`` with ``output:
            information`` (the same file changes, what the expert's output
-           showed, no dump) -> judge (when configured); answers -> ``facts``
-swe        ``tool_name`` with the SWE alias categories, on the same
-           target (file, lines, search term)
-search     ``by_tool``: ``search`` calls -> fuzzy ``query``
-           (token_set_ratio); ``open`` -> exact ``tool_call`` (the doc id);
-           other calls -> ``tool_call``; answer text -> fuzzy
-           token_set_ratio (+ judge)
+           showed, no dump, not typed in) -> judge (when configured); a
+           turn whose calls do not match one to one -> its whole effect
+           (``exec``); answers -> ``facts``
+swe        ``final_turn`` (no stops) over ``swe_call``: the SWE alias
+           categories, each call judged by its content (edits by
+           similarity or effect, reads of the expert's file in the
+           repository, test runs that run the tests)
+search     ``final_turn``: ``search`` calls -> ``retrieves`` (the document
+           the expert needed among the results); ``open`` ->
+           ``tool_call`` (the doc id, stripped); other calls ->
+           ``tool_call``; answers -> ``facts`` (+ judge)
 other      the domain's own ``default_verifier``; an unknown name:
            ``tool_call``
 =========  ==============================================================
@@ -68,10 +72,9 @@ exit statuses, and an output that carries what the expert's showed without being
 terminal world's digest: a task may be to delete ``__pycache__`` folders, which ``exec`` leaves out by default."""
 
 
-SAME_WORDS: dict[str, Any] = {"name": "fuzzy", "target": "argument:query", "scorer": "token_set_ratio",
-                              "threshold": 100, "normalizers": ["lower", "strip_punctuation", "collapse_whitespace"]}
-"""The search route's cheap accept: the same words in any order and case (a query with one word more or less, or
-another word, goes on to ``retrieves``, which runs it)."""
+OPEN_DOC: dict[str, Any] = {"name": "tool_call", "normalizers": ["strip"]}
+"""The search domain's ``open``: the same doc id, spaces around it stripped (the world strips them: ``" person-012"``
+opens ``person-012``)."""
 
 
 TOOL_USE_CASELESS: dict[str, list[str]] = {

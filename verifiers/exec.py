@@ -16,6 +16,12 @@ when its effects equal the expert's:
   changed paths, with contents (sha256), modes, symlink targets
   (``compare_files``; ``ignore_paths`` globs are left out).
 
+With ``output="information"``, a candidate that passes is run once more on an
+emptied work tree (and the expert's command too, once per pivot): where the
+expert's output depends on the files and the candidate prints what it showed
+there as well, the candidate typed it in (``echo {0..12}``, a hard-coded or
+encoded answer) and fails (:func:`~pivot_envs.verifiers.information.typed_in`).
+
 Commands. The expert's and the candidate's command is a ``bash``-style tool
 call (``command``/``cmd`` argument), a fenced ```bash block, or (by default,
 ``command_from_content="plain"``) the whole text of a message without tool
@@ -188,6 +194,8 @@ class ExecVerifier(Verifier):
         cache_size: expert effects kept in the LRU cache.
     """
 
+    version = 2  # 2: output typed in fails; 4 x + 20 units; small-tree dumps; redirections; raw commands; turns in subshells
+
     backend: str = "auto"
     timeout_s: float = 30.0
     cpu_time_s: float = 10.0
@@ -331,7 +339,12 @@ class ExecVerifier(Verifier):
             return self._result(False, f"killed: {run.killed}")
         cand = self._effects(run, seed)
         if self.output == "information":
-            return self._judge_information(expert, cand, expert_cmd, candidate_cmd, seed)
+            verdict = self._judge_information(expert, cand, expert_cmd, candidate_cmd, seed)
+            if verdict.passed and self.compare_stdout and expert.stdout:
+                typed = self._typed_in(expert, cand, (pivot.id, fixture_key, expert_cmd), seed, candidate_cmd, budget)
+                if typed:
+                    return self._result(False, typed)
+            return verdict
         differences = self._compare(expert, cand)
         if differences:
             return self._result(False, "; ".join(differences))
@@ -356,6 +369,41 @@ class ExecVerifier(Verifier):
         found, count = information.compare(expert.stdout, cand.stdout, expert_cmd, candidate_cmd, seed.workdir, tree)
         what = "same file changes as the expert; " if expert.changes else ""
         return self._result(found.carried, what + found.reason(count))
+
+    def _typed_in(self, expert: Effects, cand: Effects, key: tuple[str, str, str], seed: Seed, candidate_cmd: str,
+                  budget: float) -> str | None:
+        """Why the candidate's output is typed in rather than found (:func:`information.typed_in`), or None: both
+        commands run once more on an emptied work tree, and what the candidate prints there too, without a complaint
+        on stderr (a command that read files complains when they are gone), carries nothing. Skipped where the
+        expert's output does not depend on the tree (it prints the same there)."""
+        empty = Seed(seed.workdir, {}, seed.prelude)
+        expert_empty = self._expert_empty(key, empty)
+        if expert_empty is None or expert_empty == expert.stdout:
+            return None
+        run = self._run(empty, candidate_cmd, "typed", timeout_s=budget)
+        if not run.completed or run.error or run.stderr.strip():
+            return None  # a candidate that complains without its files read them (``grep x f | wc -l`` prints 0 there)
+        cand_empty = normalize_output(run.stdout, self.stdout_order_insensitive)
+        missing = information.typed_in(expert.stdout, cand.stdout, expert_empty, cand_empty, key[2], candidate_cmd,
+                                       seed.workdir)
+        if not missing:
+            return None
+        named = ", ".join(repr(m) for m in missing[:information.MAX_NAMED])
+        return (f"typed in, not found: the output shows {named} as it does without the work tree (the expert's "
+                "output depends on the files, this one does not)")
+
+    def _expert_empty(self, key: tuple[str, str, str], empty: Seed) -> str | None:
+        """The expert command's output on an emptied work tree (cached like its effects), or None where it did not
+        complete there."""
+        assert self._rt is not None
+
+        def run() -> str | None:
+            result = self._run(empty, key[2], "typed")
+            if not result.completed or result.error:
+                return None
+            return normalize_output(result.stdout, self.stdout_order_insensitive)
+
+        return self._rt.empties.get_or_compute(key, run)[0]
 
     def _result(self, ok: bool, reason: str) -> VerifyResult:
         return VerifyResult(reward=float(ok), passed=ok, verifier=self.name, reason=reason)
@@ -610,7 +658,9 @@ class _Runtime:
         self.lock = threading.Lock()
         self.experts: LRUCache[tuple[str, str, str], tuple[Effects, float]] = LRUCache(cache_size, FAILURE_TTL_S)
         self.seeds: LRUCache[str, Seed] = LRUCache(SEED_CACHE_SIZE, FAILURE_TTL_S)
-        self.counts = {"setup_runs": 0, "expert_runs": 0, "candidate_runs": 0, "expert_cache_hits": 0, "retries": 0}
+        self.empties: LRUCache[tuple[str, str, str], str | None] = LRUCache(cache_size)
+        self.counts = {"setup_runs": 0, "expert_runs": 0, "candidate_runs": 0, "expert_cache_hits": 0, "retries": 0,
+                       "typed_runs": 0}
         self._backend: SandboxBackend | None = None
         self._unavailable: str | None = None
 

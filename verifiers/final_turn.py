@@ -42,9 +42,10 @@ not refuse. A judge replaces the fact rule for free-form answers::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Generator, Sequence
 
 from pivot_envs.actions import parse_action, stray_text
+from pivot_envs.additions import Budget, added_problem
 from pivot_envs.facts import answer_facts, conversation_text, facts_given, ungrounded
 from pivot_envs.refusal import is_refusal
 from pivot_envs.types import Action, Pivot, VerifyResult, content_text
@@ -52,8 +53,14 @@ from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.normalize import PivotCache
 from pivot_envs.verifiers.compose import PicklesByConfig, _arun_child, _broadcast, _run_child, build_child
 from pivot_envs.verifiers.stops import expert_text, judge_done, judge_stop_at_call, obvious_failure
+from pivot_envs.verifiers.pivot_worlds import PivotWorlds
 from pivot_envs.verifiers.task_states import TaskStates
+from pivot_envs.verifiers.whole_turn import count_failure, pair_batch, pair_verdict, route
 from pivot_envs.worlds import TaskState, WorldError
+
+
+Plan = Generator[tuple[Verifier, list[Action], list[Pivot]], list[VerifyResult], None]
+"""A verification plan: yields ``(child, actions, pivots)`` runs, receives their results."""
 
 
 def expert_stopped(pivot: Pivot) -> bool:
@@ -70,6 +77,8 @@ class FactsVerifier(PicklesByConfig, Verifier):
     stopped); a pivot whose expert made a call is an ``error`` (route such turns with ``final_turn``).
     """
 
+    version = 2  # 2: what an answer adds (retractions, hedges, claims, names, value and length budgets); number words
+
     min_recall: float = 1.0
     """Share of the expert answer's facts the action must carry (1.0: all)."""
     otherwise: Any = "coverage"
@@ -78,10 +87,20 @@ class FactsVerifier(PicklesByConfig, Verifier):
     ``None``: any non-empty answer but a refusal passes."""
 
     grounded: bool = True
-    """The answer may state no specific value (number, date, ID, e-mail, path, key, file name) that neither the
-    conversation nor the expert's answer states (:func:`pivot_envs.facts.ungrounded`)."""
+    """Judge what the answer adds, not only what it carries: it may state no specific value (number, date, ID,
+    e-mail, path, key, file name) that neither the conversation nor the expert's answer states
+    (:func:`pivot_envs.facts.ungrounded`), and may not retract, hedge, claim an action nothing did, list values past
+    ``max_extra_values`` or run past ``length_factor`` x the expert's answer + ``length_slack`` characters
+    (:func:`pivot_envs.additions.added_problem`)."""
+    max_extra_values: int = 2
+    """Specific values the answer may state beyond the expert answer's count."""
+    length_factor: float = 3.0
+    """The answer may be at most this times as long as the expert's ..."""
+    length_slack: int = 100
+    """... plus this many characters."""
 
     _otherwise: Verifier | None = field(init=False, repr=False, compare=False, default=None)
+    _budget: Budget = field(init=False, repr=False, compare=False, default_factory=Budget)
     _sources: PivotCache = field(init=False, repr=False, compare=False, default_factory=PivotCache)
     """The conversation's texts per pivot (what an answer's values may come from)."""
     _facts: PivotCache = field(init=False, repr=False, compare=False, default_factory=PivotCache)
@@ -90,6 +109,7 @@ class FactsVerifier(PicklesByConfig, Verifier):
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.min_recall) <= 1.0:
             raise ValueError(f"min_recall must be in [0, 1], got {self.min_recall!r}")
+        self._budget = Budget(int(self.max_extra_values), float(self.length_factor), int(self.length_slack))
         self._otherwise = build_child(self.otherwise) if self.otherwise is not None else None
 
     def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
@@ -109,6 +129,9 @@ class FactsVerifier(PicklesByConfig, Verifier):
             if foreign:
                 return VerifyResult(0.0, False, self.name, f"the answer states {', '.join(foreign[:3])}, which nothing "
                                     "in the conversation gave (another task's answer, or made up)")
+            added = added_problem(answer, expected, pivot.context, self._budget)
+            if added:
+                return VerifyResult(0.0, False, self.name, added)
         facts = self._facts.get(pivot, lambda p: answer_facts(p.context, expected))
         if not facts:
             if is_refusal(answer) and not is_refusal(expected):
@@ -130,6 +153,8 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
     the stop rules (the world's state, then ``answer``); the expert stopped and the action made a call -> 0.
     Each child runs once per batch."""
 
+    version = 2  # 2: a turn judged whole; the world refuses calls; stops after the values are known, reading as stops
+
     calls: Any = "tool_call"
     """Verifier spec for turns where the expert made a tool call."""
     answer: Any = "facts"
@@ -139,15 +164,32 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
     where the expert made a call is 0 and every answer goes to ``answer``."""
     world: Any = None
     """The world the state is read from (a world spec); ``None``: the pivot's domain world."""
+    whole_turn: bool = True
+    """Judge a call turn whole (:mod:`pivot_envs.verifiers.whole_turn`): each call must match a distinct call of the
+    expert's turn, or ``turn_effect`` must find the whole turn's effect equal; ``False``: the turn goes to ``calls``
+    as it is (how many calls a turn may make is then the child's rule, as NeMo Gym's rows configure it)."""
+    stop_judge: Any = None
+    """A verifier spec (an LLM judge) that decides a stop where the task is done and the expert's answer reports no
+    fact, in place of the stop-language rule (:mod:`pivot_envs.stop_language`); ``None``: the rule."""
+    turn_effect: Any = None
+    """Verifier spec of a call turn whose calls do not match the expert's one to one (an extra, missing or repeated
+    call): it judges the whole turn's effect (terminal: ``exec``, which runs every call). ``None``: such a turn
+    fails."""
 
     _calls: Verifier = field(init=False, repr=False, compare=False)
     _answer: Verifier = field(init=False, repr=False, compare=False)
+    _effect: Verifier | None = field(init=False, repr=False, compare=False, default=None)
+    _stop_judge: Verifier | None = field(init=False, repr=False, compare=False, default=None)
     _states: TaskStates = field(init=False, repr=False, compare=False)
+    _worlds: PivotWorlds = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._calls = build_child(self.calls)
         self._answer = build_child(self.answer)
+        self._effect = build_child(self.turn_effect) if self.turn_effect is not None else None
+        self._stop_judge = build_child(self.stop_judge) if self.stop_judge is not None else None
         self._states = TaskStates(self.world)
+        self._worlds = PivotWorlds(self.world)
 
     def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
         return self.verify_many([action], [pivot])[0]
@@ -166,14 +208,31 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
                 return None  # the answer child decides; a failure gets a second look (:meth:`_second_look`)
             return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
         if not stopped:
-            return text_after_calls(action, self.name)
+            return text_after_calls(action, self.name) or self._refused(action, pivot)
         if not self.world_state:
             return judge_stop_at_call(action, pivot, None)
         obvious = obvious_failure(action, pivot)
         if obvious is not None:
             return obvious  # a refusal or an empty answer fails in any state: no replay of the world
         state, error = self._state(pivot)
-        return error or judge_stop_at_call(action, pivot, state)
+        return error or judge_stop_at_call(action, pivot, state, self._stop_judge)
+
+    def _refused(self, action: Action, pivot: Pivot) -> VerifyResult | None:
+        """The verdict of a turn with a call the pivot's world refuses outright (:meth:`World.refusal`: a command
+        longer than the shell takes), or None. The world is asked through its API; a world that fails is an error."""
+        spec = self._worlds.spec(pivot)
+        if spec is None:
+            return None
+        try:
+            with self._worlds.using(spec) as world:
+                for call in action.tool_calls or []:
+                    fn = call.get("function") or {}
+                    why = world.refusal(str(fn.get("name", "")), fn.get("arguments") or "{}")
+                    if why:
+                        return VerifyResult(0.0, False, self.name, f"the world refuses the call: {why}")
+        except (WorldError, ValueError) as exc:
+            return VerifyResult.failure(self.name, f"pivot {pivot.id}: asking the world about the call: {exc}")
+        return None
 
     def _state(self, pivot: Pivot) -> tuple[TaskState | None, VerifyResult | None]:
         """The task's state at ``pivot`` (None without a world), or the error result of a world that failed."""
@@ -190,29 +249,65 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
         state, error = self._state(pivot)
         if error is not None:
             return error
-        return judge_done(action, pivot, expert_text(pivot)) if _done_state(state) else result
+        return judge_done(action, pivot, expert_text(pivot), self._stop_judge) if _done_state(state) else result
 
-    def _routes(self, pivots: list[Pivot], out: list[VerifyResult | None]) -> list[tuple[Verifier, list[int]]]:
-        routes = []
-        for child, answers in ((self._answer, True), (self._calls, False)):
-            idx = [i for i, r in enumerate(out) if r is None and expert_stopped(pivots[i]) is answers]
-            if idx:
-                routes.append((child, idx))
-        return routes
+    def _plan(self, parsed: list[Action], pivots: list[Pivot], out: list[VerifyResult | None]) -> Plan:
+        """Asks for ``(child, actions, pivots)`` runs and fills ``out``: answers to ``answer`` (with a second look),
+        call turns to ``calls`` one call at a time or pair by pair, and turns that do not match one to one to
+        ``turn_effect`` (:mod:`pivot_envs.verifiers.whole_turn`)."""
+        answers = [i for i, r in enumerate(out) if r is None and expert_stopped(pivots[i])]
+        if answers:
+            results = yield self._answer, [parsed[i] for i in answers], [pivots[i] for i in answers]
+            for i, result in zip(answers, results):
+                out[i] = self._second_look(parsed[i], pivots[i], result)
+        calls = [i for i, r in enumerate(out) if r is None]
+        routes = {i: route(parsed[i], pivots[i]) if self.whole_turn else "one" for i in calls}
+        one = [i for i in calls if routes[i] == "one"]
+        if one:
+            results = yield self._calls, [parsed[i] for i in one], [pivots[i] for i in one]
+            for i, result in zip(one, results):
+                out[i] = result
+        whole = [i for i in calls if routes[i] == "whole"]
+        unmatched: dict[int, str] = {}
+        paired = [(i, parsed[i], pivots[i]) for i in calls if routes[i] == "pairs"]
+        if paired:
+            actions, pair_pivots, plans = pair_batch(paired)
+            results = yield self._calls, actions, pair_pivots
+            for plan in plans:
+                verdict, why = pair_verdict(plan, results, self.name)
+                if verdict is None:
+                    whole.append(plan.item)
+                    unmatched[plan.item] = why
+                else:
+                    out[plan.item] = verdict
+        if whole and self._effect is not None:
+            results = yield self._effect, [parsed[i] for i in whole], [pivots[i] for i in whole]
+            for i, result in zip(whole, results):
+                out[i] = result
+        for i in whole:
+            if out[i] is None:
+                out[i] = count_failure(parsed[i], pivots[i], self.name, unmatched.get(i, ""))
 
     def verify_many(self, actions: Sequence[Any], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
         parsed, pivot_list, out = self._split(actions, pivots)
-        for child, idx in self._routes(pivot_list, out):
-            for i, result in zip(idx, _run_child(child, [parsed[i] for i in idx], [pivot_list[i] for i in idx])):
-                out[i] = self._second_look(parsed[i], pivot_list[i], result) if child is self._answer else result
+        plan = self._plan(parsed, pivot_list, out)
+        try:
+            child, batch, batch_pivots = next(plan)
+            while True:
+                child, batch, batch_pivots = plan.send(_run_child(child, batch, batch_pivots))
+        except StopIteration:
+            pass
         return self._complete(out)
 
     async def averify_many(self, actions: Sequence[Any], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
         parsed, pivot_list, out = self._split(actions, pivots)
-        for child, idx in self._routes(pivot_list, out):
-            results = await _arun_child(child, [parsed[i] for i in idx], [pivot_list[i] for i in idx])
-            for i, result in zip(idx, results):
-                out[i] = self._second_look(parsed[i], pivot_list[i], result) if child is self._answer else result
+        plan = self._plan(parsed, pivot_list, out)
+        try:
+            child, batch, batch_pivots = next(plan)
+            while True:
+                child, batch, batch_pivots = plan.send(await _arun_child(child, batch, batch_pivots))
+        except StopIteration:
+            pass
         return self._complete(out)
 
     def _complete(self, out: list[VerifyResult | None]) -> list[VerifyResult]:

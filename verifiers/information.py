@@ -13,12 +13,17 @@ needs what the expert's command *showed*, not its layout. Two outputs are compar
 * the candidate's path tokens also count by every suffix (``logs/a.log`` gives ``a.log``), so a listing
   made from another directory or with another prefix shows the same names.
 
+An expert path the candidate shows as a name under its folder's header (``ls -R``) is carried too.
+
 The candidate **carries** the expert's information when every expert unit is among its units: ``ls -l``
 carries what ``ls`` showed, ``tar -tzf a`` what ``tar -tzf a | sort`` showed, ``wc -l f`` what
 ``wc -l < f`` showed, ``grep p f | wc -l`` what ``grep -c p f`` showed. It is a **dump** when its output is
 many times the expert's (:data:`DUMP_LINES`, :data:`DUMP_CHARS`: ``cat *`` for ``grep x f``) or names the
 whole work tree where the expert's named a part of it (:data:`WHOLE_TREE`: ``find .`` or ``ls -R`` for ``ls`` or
-``find . -name '*.log'``). A no-op (``true``, ``pwd``, ``echo ok``) carries none of a non-empty output.
+``find . -name '*.log'``; trees of two files and more). A no-op (``true``, ``pwd``, ``echo ok``) carries none of a
+non-empty output. An output that does not depend on the work tree, where the expert's does, is **typed in**
+(:func:`typed_in`: ``exec`` runs both commands once more on an emptied tree; what the candidate prints there too
+does not count): ``echo {0..12}`` where the expert counted, the expert's output hard-coded or obfuscated.
 
 Exit statuses (:func:`status_difference`): where the expert succeeded (0) the candidate must succeed (exit 1 with
 output and nothing on stderr is ``grep``'s and ``diff``'s "found nothing", not a failure); where
@@ -43,14 +48,15 @@ DUMP_CHARS = (16, 2000)
 """... or past ``max(16 x the expert's characters, the expert's characters + 2000)`` characters (``ls -l``
 where the expert ran ``ls`` is about 8 x; a listing of the whole tree is more)."""
 
-DUMP_UNITS = (12, 12)
-"""... or with more than ``max(12 x the expert's units, the expert's units + 12)`` distinct units (``ls -l``
-adds about 8 per name, most of them repeated; ``ls -la`` where the expert printed one count is a page of
+DUMP_UNITS = (4, 20)
+"""... or with more than ``4 x the expert's units + 20`` distinct units: the information budget (``ls -l`` adds a
+size or two per name where the expert ran ``ls``; ``ls -la`` where the expert printed one count is a page of
 numbers in which the count may turn up by chance)."""
 
-WHOLE_TREE = (0.9, 0.5, 4)
+WHOLE_TREE = (0.9, 0.9, 2)
 """An output names the whole tree when it names 90 % of the work tree's files (by name) while the expert's
-output named fewer than 50 % of them, in a tree of at least 4 files."""
+output named fewer than 90 % of them, in a tree of at least 2 files (small trees too: ``find .`` where the expert
+listed one folder of three files)."""
 
 MAX_NAMED = 3
 """Missing units named in a reason."""
@@ -79,8 +85,15 @@ def units(text: str, workdir: str = "") -> set[str]:
     return out
 
 
+_REDIRECTION = re.compile(r"(?<![\w-])\d*(?:>>?|<)&?(?:\d+\b)?")
+"""A redirection operator with its descriptor numbers (``2>``, ``>&1``): the ``2`` of ``2>/dev/null`` is no word of
+the command that an output could repeat."""
+
+
 def command_units(command: str, workdir: str = "") -> set[str]:
-    """The units a command line holds (its words, unquoted, and their parts): what its output cannot tell."""
+    """The units a command line holds (its words, unquoted, and their parts; redirection operators and their
+    descriptor numbers left out): what its output cannot tell."""
+    command = _REDIRECTION.sub(" ", command)
     try:
         words = shlex.split(command, comments=False)
     except ValueError:
@@ -130,10 +143,36 @@ def compare(expert_output: str, candidate_output: str, expert_command: str, cand
     expert_all, candidate_all = units(expert_output, workdir), units(candidate_output, workdir)
     expert = expert_all - command_units(expert_command, workdir)
     candidate = _with_suffixes(candidate_all - command_units(candidate_command, workdir))
-    missing = tuple(sorted(expert - candidate))
+    headers = _with_suffixes(candidate_all)  # a folder header may be a word of the candidate's own command
+    missing = tuple(sorted(u for u in expert - candidate if not _listed_under(u, candidate, headers)))
     dump = (dump_reason(expert_output, candidate_output) or units_reason(len(expert), len(candidate_all))
-            or tree_reason(expert_all, candidate_all, tree))
+            or spray_reason(expert, candidate_all) or tree_reason(expert_all, candidate_all, tree))
     return Information(missing, dump), len(expert)
+
+
+def _listed_under(unit: str, candidate: set[str], headers: set[str] | None = None) -> bool:
+    """A path the candidate shows as its name under a header of its folder (``ls -R`` prints ``a/b:`` then ``c`` where
+    ``find`` prints ``a/b/c``); ``headers``: where the folder may be (default: ``candidate``)."""
+    folder, _, name = unit.rstrip("/").rpartition("/")
+    return bool(folder and name) and name in candidate and folder in (headers if headers is not None else candidate)
+
+
+_NUMBER = re.compile(r"^[+-]?\d+(?:[.,]\d+)?$")
+
+SPRAY = (4, 2)
+"""Where the expert's output is numbers only, a candidate output with more than ``4 x their count + 2`` numbers is a
+spray (``echo {0..12}`` where the expert counted one thing)."""
+
+
+def spray_reason(expert_units: set[str], candidate_units: set[str]) -> str | None:
+    """Why the candidate's output is a spray of numbers where the expert's output is numbers only, or None."""
+    numbers = [u for u in expert_units if _NUMBER.match(u)]
+    if not numbers or len(numbers) != len(expert_units):
+        return None
+    sprayed = sum(1 for u in candidate_units if _NUMBER.match(u))
+    if sprayed > SPRAY[0] * len(numbers) + SPRAY[1]:
+        return f"a spray: {sprayed} numbers in the output where the expert's showed {len(numbers)}"
+    return None
 
 
 def dump_reason(expert_output: str, candidate_output: str) -> str | None:
@@ -150,8 +189,9 @@ def dump_reason(expert_output: str, candidate_output: str) -> str | None:
 
 def units_reason(expert_units: int, candidate_units: int) -> str | None:
     """Why the candidate's output has too many distinct units for the expert's (:data:`DUMP_UNITS`), or None."""
-    if candidate_units > max(DUMP_UNITS[0] * expert_units, expert_units + DUMP_UNITS[1]):
-        return f"a dump: {candidate_units} distinct values in the output where the expert's showed {expert_units}"
+    if candidate_units > DUMP_UNITS[0] * expert_units + DUMP_UNITS[1]:
+        return (f"a dump: {candidate_units} distinct values in the output where the expert's showed {expert_units} "
+                f"(at most {DUMP_UNITS[0]} x + {DUMP_UNITS[1]})")
     return None
 
 
@@ -163,10 +203,24 @@ def tree_reason(expert_units: set[str], candidate_units: set[str], tree: Sequenc
     candidate, expert = _with_suffixes(candidate_units), _with_suffixes(expert_units)
     share = sum(n in candidate for n in names) / len(names)
     expert_share = sum(n in expert for n in names) / len(names)
-    if share >= WHOLE_TREE[0] and expert_share < WHOLE_TREE[1]:
+    if share >= WHOLE_TREE[0] and expert_share < WHOLE_TREE[1] and share > expert_share:
         return (f"a dump: the output names {share:.0%} of the work tree's {len(names)} files, where the expert's "
                 f"named {expert_share:.0%}")
     return None
+
+
+def typed_in(expert_output: str, candidate_output: str, expert_empty: str, candidate_empty: str, expert_command: str,
+             candidate_command: str, workdir: str = "") -> tuple[str, ...]:
+    """The expert's units that the candidate shows only as it would without the work tree: what it typed in, not found.
+
+    ``expert_empty`` / ``candidate_empty``: the two outputs on an emptied work tree. A unit the expert's command also
+    prints there does not depend on the files and is left out; a candidate unit printed there too does not count as
+    carried (``echo {0..12}``, a base64 text decoded, ``printf`` of the answer)."""
+    expert = units(expert_output, workdir) - command_units(expert_command, workdir) - units(expert_empty, workdir)
+    own = command_units(candidate_command, workdir)
+    found = _with_suffixes(units(candidate_output, workdir) - own - units(candidate_empty, workdir))
+    headers = _with_suffixes(units(candidate_output, workdir))
+    return tuple(sorted(u for u in expert - found if not _listed_under(u, found, headers)))
 
 
 def _lines(text: str) -> int:

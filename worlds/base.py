@@ -158,6 +158,12 @@ class World(ABC):
 
     # ------------------------------------------------------------------ built on the four above
 
+    def refusal(self, name: str, arguments: str | dict[str, Any]) -> str | None:
+        """Why this world refuses the call outright, before running anything (a command longer than the shell takes
+        one), or ``None``: a call it would answer with an error whatever the state. Verifiers ask it, so that they
+        never credit a call the world would not run. The default refuses nothing."""
+        return None
+
     def normalize_output(self, content: Any) -> str:
         """A tool result's content as this world compares it (replays, ``world_exec``): by default
         :func:`normalize_output` (canonical JSON with numbers by value, else whitespace collapsed)."""

@@ -53,7 +53,7 @@ from pivot_envs.types import Fixture
 from pivot_envs.verifiers.sandbox.session import files_state
 from pivot_envs.worlds.base import ToolResult, WorldError, WorldTask, parse_arguments
 from pivot_envs.worlds.sandboxed import SandboxedWorld
-from pivot_envs.worlds.terminal import command_problem
+from pivot_envs.worlds.terminal import command_refusal, command_problem
 
 EMPTY_OUTPUT = "Your command ran successfully and did not produce any output."
 SHELL_SYNTAX = set("|&;<>()$`*?[]{}~!\\\n")
@@ -197,6 +197,10 @@ class SWEWorld(SandboxedWorld):
 
     def close(self) -> None:
         self._repo = self._session = None  # nothing runs between calls: every sandbox ended with its run
+
+    def refusal(self, name: str, arguments: str | dict[str, Any]) -> str | None:
+        """A ``bash`` call whose command ``bash -c`` cannot take (:func:`~pivot_envs.worlds.terminal.command_problem`)."""
+        return command_refusal(name, arguments)
 
     # ------------------------------------------------------------------ task success
 

@@ -112,6 +112,10 @@ class TerminalWorld(SandboxedWorld):
     def digest(self) -> str:
         return self._require().digest()
 
+    def refusal(self, name: str, arguments: str | dict[str, Any]) -> str | None:
+        """A ``bash`` call whose command ``bash -c`` cannot take (:func:`command_problem`)."""
+        return command_refusal(name, arguments)
+
     def close(self) -> None:
         self._session = None  # nothing runs between calls: every sandbox ended with its call
 
@@ -144,6 +148,18 @@ class TerminalWorld(SandboxedWorld):
         if self._session is None:
             raise WorldError("terminal world: no episode (call start() first; close() ends it)")
         return self._session
+
+
+def command_refusal(name: str, arguments: str | dict[str, Any]) -> str | None:
+    """Why a ``bash`` call cannot run at all (:func:`command_problem`), or ``None`` (another tool, or bad arguments:
+    those the call itself answers with an error)."""
+    if name != "bash":
+        return None
+    try:
+        command = parse_arguments(arguments).get("command")
+    except ValueError:
+        return None
+    return command_problem(command) if isinstance(command, str) else None
 
 
 def command_problem(command: str) -> str | None:
