@@ -84,7 +84,7 @@ ACTION_KINDS: dict[str, tuple[str, ...]] = {
     "restart": ("restart", "reboot", "rerun", "ran", "run", "execut", "launch", "start", "stopp", "kill"),
     "install": ("install", "pip", "apt", "uninstall"),
     "money": ("refund", "charg", "paid", "pay", "credit", "bill"),
-    "booking": ("book", "reserv", "cancel", "schedul", "reschedul", "confirm", "regist"),
+    "booking": ("book", "reserv", "cancel", "schedul", "reschedul", "regist"),
 }
 """Kinds of action, each by the stems of its verbs, programs and tool names (a claim of ``deleted`` is supported by an
 ``rm`` call or the expert's ``removed``)."""
