@@ -56,10 +56,12 @@ def terminal_verifier(judge: Judge = None) -> dict[str, Any]:
 
 def swe_verifier(judge: Judge = None) -> dict[str, Any]:
     """``final_turn`` (a turn judged whole: text after the call fails, an extra call fails; no stops, the task ends
-    with ``submit``) over ``swe_call``: the paper's tool categories, each call judged by its content (an edit close to
+    with ``submit``) over a ``schema`` gate (arguments valid for the tool) and ``swe_call``: the paper's tool categories, each call judged by its content (an edit close to
     the expert's or with its effect, a read of the expert's file inside the repository, a test run that runs the
     tests; a command that writes or destroys only by its effect). A judge is not used."""
-    return {"name": "final_turn", "calls": {"name": "swe_call"}, "world_state": False}
+    calls = {"name": "cascade", "stages": [{"role": "gate", "verifier": {"name": "schema"}},
+                                           {"role": "decide", "verifier": {"name": "swe_call"}}]}
+    return {"name": "final_turn", "calls": calls, "world_state": False}
 
 
 def search_verifier(judge: Judge = None) -> dict[str, Any]:

@@ -723,7 +723,9 @@ class TestDefaults:
 
     def test_shapes(self) -> None:
         assert default_verifier_spec("unknown")["name"] == "tool_call"
-        assert default_verifier_spec("swe") == {"name": "final_turn", "calls": {"name": "swe_call"}, "world_state": False}
+        swe = default_verifier_spec("swe")
+        assert swe["world_state"] is False and [st["verifier"]["name"] for st in swe["calls"]["stages"]] == \
+            ["schema", "swe_call"]
         terminal = default_verifier_spec("terminal")
         assert terminal["name"] == "final_turn" and terminal["answer"]["name"] == "facts"
         roles = [(s["role"], s["verifier"]["name"]) for s in terminal["calls"]["stages"]]

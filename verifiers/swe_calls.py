@@ -65,6 +65,8 @@ def call_kind(name: str, arguments: dict[str, Any]) -> str:
 class SweCallVerifier(Verifier):
     """A SWE-agent call judged by its category and content (see the module docstring)."""
 
+    version = 2  # 2: an edit passes by similarity only over as many lines as the expert's
+
     similarity: float = 0.8
     """An edit elsewhere than the expert's passes when both its replacement and the text it replaces are at least
     this alike to the expert's (NeMo Gym's ``swe_pivot`` threshold)."""
@@ -154,8 +156,9 @@ class SweCallVerifier(Verifier):
             m_lines = (int(mine["start_line"]), int(mine["end_line"]))
         except (KeyError, TypeError, ValueError):
             return None
-        if max(abs(e_lines[0] - m_lines[0]), abs(e_lines[1] - m_lines[1])) > self.line_slack:
-            return None
+        if max(abs(e_lines[0] - m_lines[0]), abs(e_lines[1] - m_lines[1])) > self.line_slack or \
+                e_lines[1] - e_lines[0] != m_lines[1] - m_lines[0]:
+            return None  # another span: only its effect can tell (a wider edit that writes the same file passes so)
         new = _alike(str(expert.get("replacement", "")), str(mine.get("replacement", "")))
         text = self._file_at(pivot)
         if text is None:
