@@ -118,3 +118,33 @@ def test_a_pivotrl_update_takes_the_packed_gradients(tmp_path, lora_r) -> None:
     assert s1 == pytest.approx(s0, rel=1e-4, abs=1e-7)
     for name in g0:
         torch.testing.assert_close(g1[name], g0[name], atol=1e-6, rtol=1e-4, msg=name)
+
+
+@pytest.mark.slow
+def test_the_shared_prompt_gradient_repeats_bit_for_bit_at_two_threads(terminal_base) -> None:
+    """The backward of the row selection adds a prompt's rows in a fixed order (``index_select``). Plain indexing, as
+    transformers' ``batch_select_indices`` does, adds them with atomic float adds at 2 CPU threads, in an order that
+    depends on thread timing: on the shipped terminal base with 7 prompts x 9 rows it gave 2 different gradients in
+    40 repeats once (1 in 60 another time), and PivotRL reruns parted after a few steps
+    (``benchmarks/vllm_rerun_spread.py``). A guard: 100 repeats, one gradient."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(terminal_base)).float().eval()
+    g = torch.Generator().manual_seed(1)
+    vocab = model.config.vocab_size
+    distinct = [torch.randint(1, vocab, (64,), generator=g).tolist() for _ in range(7)]
+    prompts = [distinct[i // 9] for i in range(63)]  # a prompt's rows across both threads' halves of the batch
+    completions = [torch.randint(1, vocab, (8,), generator=g).tolist() for _ in range(63)]
+    batch = pack(prompts, completions, pad_id=0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = set()
+        for _ in range(100):
+            model.zero_grad(set_to_none=True)
+            logp, _ = completion_logprobs(model, batch, shared_prompt=True)
+            (logp * batch.completion_mask).sum().backward()
+            seen.add(b"".join(p.grad.numpy().tobytes() for p in model.parameters() if p.grad is not None))
+    finally:
+        torch.set_num_threads(threads)
+    assert len(seen) == 1

@@ -50,6 +50,20 @@ def distinct_prompts(batch: TokenBatch) -> PromptGroups:
     return PromptGroups(first=first, index=index)
 
 
+def select_rows(cache: Any, index: torch.Tensor) -> None:
+    """Each row of the batch from its prompt's cache row, in place, with ``index_select``: its backward adds the
+    gradients of a prompt's rows in a fixed order. (Indexing, as transformers' ``batch_select_indices`` does, adds them
+    with atomic float adds when torch runs several CPU threads, in an order that changes from run to run: at 2 threads
+    reruns of one config parted in their last bits after a few steps, ``benchmarks/vllm_rerun_spread.py``.)"""
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(isinstance(getattr(layer, "keys", None), torch.Tensor) for layer in layers):
+        cache.batch_select_indices(index)  # a cache of another shape: its own selection
+        return
+    for layer in layers:
+        layer.keys = layer.keys.index_select(0, index)
+        layer.values = layer.values.index_select(0, index)
+
+
 def shared_prompt_logits(model: Any, batch: TokenBatch, groups: PromptGroups) -> torch.Tensor:
     """Logits ``[B, T, V]``: column ``t`` predicts completion token ``t`` of each row (as in the packed layout)."""
     width = batch.input_ids.shape[1] - batch.completion_width
@@ -61,12 +75,12 @@ def shared_prompt_logits(model: Any, batch: TokenBatch, groups: PromptGroups) ->
         logits_to_keep=1,
         use_cache=True,
     )
-    first_logit = prompt.logits[:, -1:][groups.index]  # [B, 1, V]: predicts completion token 0
+    first_logit = prompt.logits[:, -1:].index_select(0, groups.index)  # [B, 1, V]: predicts completion token 0
     if batch.completion_width == 1:
         return first_logit
     name = "cache" if "cache" in prompt else "past_key_values"  # transformers >= 5.2x renamed it (the old warns)
     cache = prompt[name]
-    cache.batch_select_indices(groups.index)
+    select_rows(cache, groups.index)
     completion = model(
         input_ids=batch.completion_ids[:, :-1],
         attention_mask=batch.attention_mask[:, :-1],
