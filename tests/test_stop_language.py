@@ -79,3 +79,33 @@ def test_real_closings_read_as_stops_and_real_commands_do_not():
     pasted = sum(reads_as_stop(c)[0] for c in commands)
     assert len(closings) >= 30 and read / len(closings) >= 0.8
     assert len(commands) >= 500 and pasted / len(commands) <= 0.03
+
+
+def test_a_stop_judge_decides_the_bare_stops_in_place_of_the_rule():
+    """``final_turn``'s ``stop_judge`` (any verifier spec; an LLM judge in practice) decides a stop where the task is
+    done and the expert's answer is bare; the stop-language rule decides without one."""
+    from dataclasses import dataclass
+
+    from pivot_envs.envs_data import load_pivots
+    from pivot_envs.types import VerifyResult
+    from pivot_envs.verifiers import Verifier, build_verifier, register_verifier
+    from pivot_envs.verifiers.defaults import default_verifier_spec
+
+    seen = []
+
+    @register_verifier("test_stop_judge_no")
+    @dataclass
+    class No(Verifier):
+        def verify(self, action, pivot):
+            seen.append(pivot.expert.get("content"))
+            return VerifyResult(0.0, False, self.name, "the judge says no")
+
+    spec = default_verifier_spec("tool_use")
+    rule, judged = build_verifier(spec), build_verifier({**spec, "stop_judge": "test_stop_judge_no"})
+    pivots = load_pivots("tool_use", "test")  # "Done." at a bare answer turn gets the stop rule as a second look
+    by_rule = rule.verify_many(["Done."] * len(pivots), pivots)
+    bare = [p for p, r in zip(pivots, by_rule) if r.passed and "reads as a stop" in r.reason]
+    assert bare, "no bare stop where the task is done among these pivots"
+    verdicts = judged.verify_many(["Done."] * len(bare), bare)
+    assert not any(v.passed for v in verdicts) and all("judged: the judge says no" in v.reason for v in verdicts)
+    assert len(seen) == len(bare) and all(isinstance(c, str) for c in seen)  # compared with the expert's final answer
