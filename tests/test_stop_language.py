@@ -9,9 +9,14 @@ import json
 import pytest
 
 from conftest import shared_file
-from pivot_envs.envs_data import load_trajectories
+from dataclasses import dataclass
+
+from pivot_envs.envs_data import load_pivots, load_trajectories
 from pivot_envs.facts import answer_facts
 from pivot_envs.stop_language import confirms, reads_as_stop, stop_problem
+from pivot_envs.types import VerifyResult
+from pivot_envs.verifiers import Verifier, build_verifier, register_verifier
+from pivot_envs.verifiers.defaults import default_verifier_spec
 
 WRONG = {
     "asdf qwerty zxcv": "no word of a confirmation",
@@ -81,31 +86,29 @@ def test_real_closings_read_as_stops_and_real_commands_do_not():
     assert len(commands) >= 500 and pasted / len(commands) <= 0.03
 
 
+SEEN_BY_JUDGE: list = []
+
+
+@register_verifier("test_stop_judge_no")
+@dataclass
+class NoJudge(Verifier):
+    """A stand-in for an LLM judge that refuses everything and notes what it was shown."""
+
+    def verify(self, action, pivot):
+        SEEN_BY_JUDGE.append(pivot.expert.get("content"))
+        return VerifyResult(0.0, False, self.name, "the judge says no")
+
+
 def test_a_stop_judge_decides_the_bare_stops_in_place_of_the_rule():
     """``final_turn``'s ``stop_judge`` (any verifier spec; an LLM judge in practice) decides a stop where the task is
     done and the expert's answer is bare; the stop-language rule decides without one."""
-    from dataclasses import dataclass
-
-    from pivot_envs.envs_data import load_pivots
-    from pivot_envs.types import VerifyResult
-    from pivot_envs.verifiers import Verifier, build_verifier, register_verifier
-    from pivot_envs.verifiers.defaults import default_verifier_spec
-
-    seen = []
-
-    @register_verifier("test_stop_judge_no")
-    @dataclass
-    class No(Verifier):
-        def verify(self, action, pivot):
-            seen.append(pivot.expert.get("content"))
-            return VerifyResult(0.0, False, self.name, "the judge says no")
-
     spec = default_verifier_spec("tool_use")
     rule, judged = build_verifier(spec), build_verifier({**spec, "stop_judge": "test_stop_judge_no"})
     pivots = load_pivots("tool_use", "test")  # "Done." at a bare answer turn gets the stop rule as a second look
     by_rule = rule.verify_many(["Done."] * len(pivots), pivots)
     bare = [p for p, r in zip(pivots, by_rule) if r.passed and "reads as a stop" in r.reason]
     assert bare, "no bare stop where the task is done among these pivots"
+    SEEN_BY_JUDGE.clear()
     verdicts = judged.verify_many(["Done."] * len(bare), bare)
     assert not any(v.passed for v in verdicts) and all("judged: the judge says no" in v.reason for v in verdicts)
-    assert len(seen) == len(bare) and all(isinstance(c, str) for c in seen)  # compared with the expert's final answer
+    assert len(SEEN_BY_JUDGE) == len(bare) and all(isinstance(c, str) for c in SEEN_BY_JUDGE)  # the expert's answer
