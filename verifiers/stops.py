@@ -30,9 +30,8 @@ state alone, so the answer is not held to 60 % of the expert's words.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import dataclasses
+from typing import Sequence
 
 from pivot_envs.additions import added_problem
 from pivot_envs.facts import answer_facts, conversation_text, coverage, facts_given, ungrounded
