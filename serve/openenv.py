@@ -1,7 +1,9 @@
 """The OpenEnv face of ``pivot-envs serve``: every served env as an OpenEnv environment.
 
-OpenEnv (PyPI ``openenv``) is the env-control standard that TRL, Unsloth, SkyRL, verifiers and NeMo Gym
-consume. Each env id of the server (pivot and episode envs) is one OpenEnv environment under
+OpenEnv (PyPI ``openenv``) is an env-control standard; its own clients (``openenv.GenericEnvClient``,
+``openenv validate``) use these URLs as they are (``tests/test_serve_openenv.py``). Trainers that speak
+OpenEnv (TRL, Unsloth, SkyRL, verifiers) each need their own glue (a rollout function or env wrapper) to
+drive one: none was run here. Each env id of the server (pivot and episode envs) is one OpenEnv environment under
 ``/openenv/NAME``, NAME being the id without its namespace (``pivot/ToolUse-v0`` -> ``ToolUse-v0``,
 ``pivot/Terminal-Episode-v0`` -> ``Terminal-Episode-v0``); ``GET /openenv`` lists them. Under that
 prefix, in OpenEnv's shapes (``openenv.core.env_server`` 0.10, API version 1.0.0)::
