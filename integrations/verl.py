@@ -1,57 +1,83 @@
-"""veRL adapter: pivots as veRL's RL parquet, and the verifiers as a veRL custom reward function.
+"""veRL adapter: pivots and tasks as veRL's RL parquet, the verifiers as a veRL custom reward function.
 
-veRL itself is not a dependency (it needs CUDA GPUs, Ray and vLLM/SGLang to train); this module
-only needs pivot-envs, and the exporter pyarrow (``pip install "pivot-envs[verl]"``)::
+veRL itself is not a dependency (it trains on CUDA GPUs with Ray and vLLM/SGLang); this module only
+needs pivot-envs, and the exporter pyarrow (``pip install "pivot-envs[verl]"``). Written against
+veRL 0.9.1 (``verl-project/verl``) and tested with its own code (``tests/test_integrations_verl.py``)::
 
     pivot-envs export --to verl -i bundled:tool_use:train -o train.parquet
 
-    # veRL (PPO / GRPO trainer config)
+    # veRL 0.9 (main_ppo / ppo_trainer.yaml) overrides
     data.train_files=train.parquet
-    custom_reward_function.path=<site-packages>/pivot_envs/integrations/verl.py
-    custom_reward_function.name=compute_score          # or compute_score_batch with reward_model.reward_manager=batch
+    reward.custom_reward_function.path=<site-packages>/pivot_envs/integrations/verl.py
+    reward.custom_reward_function.name=compute_score
 
-What this relies on in veRL (``volcengine/verl``):
+The top-level ``custom_reward_function.{path,name}`` of older veRL is still in 0.9's config
+(``legacy_reward_impl.yaml``) but ``main_ppo`` never reads it: veRL then scores with its default
+function, which raises ``NotImplementedError`` for a ``pivot_envs/...`` data source.
 
-* the RL dataset layout of ``examples/data_preprocess/*.py`` (e.g. ``gsm8k.py``): one row per
-  prompt with ``data_source``, ``prompt`` (chat messages, rendered by ``RLHFDataset`` with the
-  tokenizer's chat template), ``ability``, ``reward_model = {"style": "rule", "ground_truth": ...}``
-  and ``extra_info = {"split", "index", ...}``;
-* ``NaiveRewardManager`` (``verl/workers/reward_manager/naive.py``) decodes each response with
-  ``skip_special_tokens=True`` and calls ``compute_score(data_source=, solution_str=,
-  ground_truth=reward_model["ground_truth"], extra_info=)`` (it sets ``extra_info["num_turns"]``
-  first); a ``dict`` result must carry ``"score"`` (the reward) and its other keys are collected
-  into ``reward_extra_info`` lists, so every result must have the same keys;
-  ``BatchRewardManager`` (``batch.py``) calls ``compute_score(data_sources=, solution_strs=,
-  ground_truths=, extra_infos=)`` once per batch (:func:`compute_score_batch`).
+What this relies on in veRL 0.9.1:
 
-Rows: ``ground_truth`` is the pivot as JSON (``Pivot.to_dict``: a string, so parquet never has
-to unify different pivots' nested shapes), enough to rebuild the pivot alone; ``extra_info`` has
-``index``, ``split``, ``pivot_id``, ``domain`` and, when the export named one, ``verifier`` (the
-verifier config as JSON; absent: the pivot's domain default).
+* the RL dataset layout of ``examples/data_preprocess/*.py``: one row per prompt with ``data_source``,
+  ``prompt`` (chat messages; ``RLHFDataset`` hands them on as ``raw_prompt`` and the agent loop renders
+  them with the tokenizer's chat template), ``ability``, ``reward_model = {"style": "rule",
+  "ground_truth": ...}`` and ``extra_info = {"split", "index", ...}``;
+* the reward loop (``verl/experimental/reward_loop``): ``load_reward_manager`` (``verl/trainer/ppo/reward.py``)
+  loads ``reward.custom_reward_function`` and builds the manager that ``reward.reward_manager.name`` names
+  in the reward-loop registry (default ``naive``). ``NaiveRewardManager.run_single`` scores **one sample
+  per call**: it decodes the response with ``skip_special_tokens=True``, sets ``extra_info["num_turns"]``
+  and ``extra_info["rollout_reward_scores"]`` and calls ``compute_score(data_source=, solution_str=,
+  ground_truth=reward_model["ground_truth"], extra_info=)``. A ``dict`` result carries ``"score"`` (the
+  reward); all its keys become the sample's ``reward_extra_info`` (stacked into arrays, so every result
+  has the same keys). There is no batch manager in 0.9's reward loop (the legacy ``batch`` manager of
+  ``verl/workers/reward_manager`` is not used by it), so there is no batch form here either.
 
-A verifier error: veRL has no way to leave a sample out (the score goes straight into the token
-reward tensor, and a NaN would poison the advantages), so :func:`compute_score` returns a dict
-with ``score = 0.0`` and ``verifier_error = 1.0`` (``0.0`` otherwise), which veRL logs per sample
-in ``reward_extra_info``: the error is visible, never silent, and mask-able by a custom reward
-manager. ``strict=True`` raises instead (stops the run).
+Rows: ``ground_truth`` is the pivot as JSON (``Pivot.to_dict``: a string, so parquet never has to
+unify different pivots' nested shapes), enough to rebuild the pivot alone; ``extra_info`` has ``index``,
+``split``, ``pivot_id``, ``domain`` and, when the export named one, ``verifier`` (the verifier config as
+JSON; absent: the pivot's domain default).
+
+A verifier error: veRL has no way to leave a sample out (the score goes straight into the token reward
+tensor, and a NaN would poison the advantages), so :func:`compute_score` returns ``score = 0.0`` with
+``verifier_error = 1.0`` and the error text in ``verifier_error_message`` (``0.0`` and ``""`` otherwise).
+veRL keeps both per sample in ``reward_extra_info``: the error is visible (the numeric key is averaged
+into the validation metrics, the text is written with the dumped generations), never silent.
+``strict=True`` (veRL override ``+reward.custom_reward_function.reward_kwargs.strict=true``) raises
+instead.
+
+Whole tasks: :func:`to_verl_episode_rows` writes one row per task for the agent loop of
+:mod:`pivot_envs.integrations.verl_agent_loop` (which plays the task in its world and scores it by task
+success; that module needs veRL).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from pivot_envs.episodes.tasks import TaskSource, bundled_domain, resolve_tasks
 from pivot_envs.integrations._common import pivot_from_json, pivot_json, prompt_messages, score
 from pivot_envs.sources import PivotSource, resolve_pivots
 from pivot_envs.types import Pivot
 from pivot_envs.verifiers.base import build_verifier
 from pivot_envs.verifiers.batch import VerifierResolver
 
-__all__ = ["compute_score", "compute_score_batch", "to_verl_rows", "export_parquet", "DATA_SOURCE_PREFIX"]
+__all__ = [
+    "DATA_SOURCE_PREFIX",
+    "EPISODE_AGENT_NAME",
+    "compute_score",
+    "export_episode_parquet",
+    "export_parquet",
+    "to_verl_episode_rows",
+    "to_verl_rows",
+]
 
 DATA_SOURCE_PREFIX = "pivot_envs/"
-"""``data_source`` of an exported row: ``pivot_envs/<domain>``."""
+"""``data_source`` of an exported row: ``pivot_envs/<domain>`` (``pivot_envs/<domain>/episode`` for a task)."""
+
+EPISODE_AGENT_NAME = "pivot_envs_episode"
+"""The ``agent_name`` of an episode row: the agent loop :mod:`pivot_envs.integrations.verl_agent_loop`
+registers under this name."""
 
 
 def source_split(pivots: PivotSource, split: str | None) -> str:
@@ -109,38 +135,73 @@ def _verifier_of(extra_info: dict[str, Any] | None) -> Any:
     return json.loads(spec) if isinstance(spec, str) else spec
 
 
-def _result(r: Any) -> dict[str, Any]:
-    failed = r.error is not None
-    return {"score": 0.0 if failed else float(r.reward), "passed": float(bool(r.passed) and not failed),
-            "verifier_error": float(failed)}
-
-
 def compute_score(data_source: str, solution_str: str, ground_truth: str | dict[str, Any] | Pivot,
-                  extra_info: dict[str, Any] | None = None, *, strict: bool = False, **_: Any) -> dict[str, float]:
+                  extra_info: dict[str, Any] | None = None, *, strict: bool = False,
+                  **_: Any) -> dict[str, float | str]:
     """veRL custom reward function: the pivot's verifier on the decoded response.
 
-    Returns ``{"score", "passed", "verifier_error"}`` (floats; see the module docstring for errors).
-    ``ground_truth``: the pivot JSON of the exported row; ``extra_info["verifier"]`` (optional)
-    overrides the domain's default verifier.
+    Returns ``{"score", "passed", "verifier_error", "verifier_error_message"}`` (see the module
+    docstring for errors). ``ground_truth``: the pivot JSON of the exported row;
+    ``extra_info["verifier"]`` (optional) overrides the domain's default verifier. veRL's other
+    keywords (``reward_router_address``, ...) are accepted and ignored.
     """
-    return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info], strict=strict)[0]
+    pivot = pivot_from_json(ground_truth)
+    result = score([solution_str], [pivot], VerifierResolver(_verifier_of(extra_info)))[0]
+    if result.error is not None:
+        if strict:
+            raise RuntimeError(f"verifier error on pivot {pivot.id}: {result.error}")
+        return {"score": 0.0, "passed": 0.0, "verifier_error": 1.0, "verifier_error_message": str(result.error)}
+    return {"score": float(result.reward), "passed": float(bool(result.passed)), "verifier_error": 0.0,
+            "verifier_error_message": ""}
 
 
-def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
-                        extra_infos: Sequence[dict[str, Any] | None] | None = None, *, strict: bool = False,
-                        **_: Any) -> list[dict[str, float]]:
-    """veRL ``BatchRewardManager`` form of :func:`compute_score`: one ``verify_batch`` per verifier."""
-    n = len(solution_strs)
-    extras = list(extra_infos) if extra_infos is not None else [None] * n
-    pivots = [pivot_from_json(g) for g in ground_truths]
-    specs = [_verifier_of(e) for e in extras]
-    out: list[dict[str, float] | None] = [None] * n
-    for key in {json.dumps(s, sort_keys=True) for s in specs}:
-        spec = json.loads(key)
-        idx = [i for i in range(n) if json.dumps(specs[i], sort_keys=True) == key]
-        results = score([solution_strs[i] for i in idx], [pivots[i] for i in idx], VerifierResolver(spec))
-        for i, r in zip(idx, results):
-            if strict and r.error is not None:
-                raise RuntimeError(f"verifier error on pivot {pivots[i].id}: {r.error}")
-            out[i] = _result(r)
-    return out  # type: ignore[return-value]
+# --- whole tasks: rows for the agent loop ------------------------------------------------------------------
+
+def to_verl_episode_rows(tasks: TaskSource = None, *, domain: str | None = None, split: str = "train",
+                         min_reward: float | None = 1.0) -> list[dict[str, Any]]:
+    """veRL RL rows of whole tasks, one per task, for :mod:`pivot_envs.integrations.verl_agent_loop`.
+
+    ``tasks``: any task source :class:`~pivot_envs.episode_env.EpisodeEnv` takes (``bundled:DOMAIN[:SPLIT]``,
+    a trajectory file, a list of trajectories; ``None``: ``domain``'s bundled ``split``). Each row has
+    ``agent_name`` (:data:`EPISODE_AGENT_NAME`, so veRL runs the pivot-envs agent loop on it), ``prompt``
+    (the messages the episode starts from: up to and including the first user message; the tools are
+    the world's, rendered by the agent loop), ``data_source`` ``pivot_envs/<domain>/episode``,
+    ``reward_model = {"style": "episode", "ground_truth": task_id}`` and ``extra_info`` with ``index``,
+    ``split``, ``task_id``, ``domain`` and ``task`` (the task trajectory as JSON: a row is enough to
+    rebuild its episode in any veRL worker, without the source).
+    """
+    domain = domain or bundled_domain(tasks)
+    items = resolve_tasks(tasks, domain=domain, split=split, min_reward=min_reward)
+    rows = []
+    for index, task in enumerate(items):
+        first_user = next(i for i, m in enumerate(task.messages) if m.get("role") == "user")
+        start = task.messages[: first_user + 1]
+        if any(m.get("tool_calls") or m.get("role") == "tool" for m in start):
+            raise ValueError(f"task {task.id!r} has tool calls before its first user message: its start is not a "
+                             "plain-text prompt")
+        name = domain or "task"
+        rows.append({
+            "data_source": f"{DATA_SOURCE_PREFIX}{name}/episode",
+            "agent_name": EPISODE_AGENT_NAME,
+            "prompt": [{"role": str(m["role"]), "content": str(m.get("content") or "")} for m in start],
+            "ability": "agent/" + name,
+            "reward_model": {"style": "episode", "ground_truth": task.id},
+            "extra_info": {"index": index, "split": split, "task_id": task.id, "domain": domain or "",
+                           "task": json.dumps(task.to_dict(), ensure_ascii=False, separators=(",", ":"))},
+        })
+    return rows
+
+
+def export_episode_parquet(tasks: TaskSource, out: str | Path, *, domain: str | None = None, split: str = "train",
+                           min_reward: float | None = 1.0) -> int:
+    """Write :func:`to_verl_episode_rows` of ``tasks`` as veRL's RL parquet; returns the number of rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = to_verl_episode_rows(tasks, domain=domain, split=split, min_reward=min_reward)
+    if not rows:
+        raise ValueError("no tasks to export")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), out)
+    return len(rows)
