@@ -97,7 +97,9 @@ def tools_from_responses(tools: Any, field_name: str) -> list[Tool]:
         if tool.get("type", "function") == "function" and "function" not in tool:
             if not isinstance(tool.get("name"), str) or not tool["name"]:
                 raise RowError(f"{field_name}[{i}].name", "missing function name")
-            out.append({"type": "function", "function": {k: v for k, v in tool.items() if k != "type"}})
+            # ``strict: false`` is the chat default (a chat spec without ``strict``), written by tools_to_responses
+            out.append({"type": "function", "function": {k: v for k, v in tool.items()
+                                                         if k != "type" and not (k == "strict" and v is False)}})
         else:
             out.append(tool)
     return check_tools(out, field_name)
@@ -198,9 +200,14 @@ def messages_to_input(messages: list[Message], content_parts: bool = False) -> l
 
 
 def tools_to_responses(tools: list[Tool]) -> list[dict[str, Any]]:
-    """Chat function specs -> flat Responses function tools (other tools unchanged)."""
-    return [{"type": "function", **t["function"]} if t.get("type", "function") == "function" and isinstance(t.get("function"), dict)
-            else t for t in tools]
+    """Chat function specs -> flat Responses function tools (other tools unchanged).
+
+    ``strict`` is always written: the Responses API's ``FunctionToolParam`` requires it (NeMo Gym's request
+    model rejects a function tool without it), and its default there is ``true``, while a chat spec without it
+    is not strict: such a spec becomes ``"strict": false`` (read back as no ``strict``).
+    """
+    return [{"type": "function", **t["function"], "strict": t["function"].get("strict", False)}
+            if t.get("type", "function") == "function" and isinstance(t.get("function"), dict) else t for t in tools]
 
 
 def message_to_expected(expert: Message) -> dict[str, Any]:
