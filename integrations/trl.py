@@ -4,13 +4,20 @@
 
     pip install "pivot-envs[trl]"          # trl>=1.16, datasets
 
+    from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
     from pivot_envs.integrations.trl import make_reward_func, to_dataset
 
-    dataset = to_dataset("bundled:tool_use:train")            # any pivot source (pivot_envs.sources)
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    dataset = to_dataset("bundled:tool_use:train", tokenizer=tokenizer)   # the prompts profiling sampled
     trainer = GRPOTrainer(model=MODEL, reward_funcs=[make_reward_func()], train_dataset=dataset,
-                          args=GRPOConfig(...))
+                          processing_class=tokenizer, args=GRPOConfig(...))
     trainer.train()
+
+Multi-process (``accelerate launch`` / ``torchrun``, see ``examples/trl_pivotrl.py``): TRL's sampler repeats
+each prompt ``num_generations`` times in a row and gives each process its own contiguous slice of the
+global batch, so every process scores the completions it generated (a group may span processes); the
+reward statistics and the metrics logged through ``log_metric`` are gathered over all processes.
 
 What this relies on in TRL 1.16 (``trl/trainer/grpo_trainer.py``):
 
@@ -28,9 +35,14 @@ What this relies on in TRL 1.16 (``trl/trainer/grpo_trainer.py``):
 * GRPOTrainer renders *one* tool list for all rows (``tools=`` callables, or an environment's
   methods; one per environment name with a dict ``environment_factory``); unlike TRL's
   SFT/DPO/KTO/Reward trainers it does **not** read a per-row ``tools`` column. So
-  :func:`to_dataset` puts each pivot's tools into its prompt (Hermes ``<tools>`` block in the
-  system message, ``prompt_mode="hermes"``, the default) and also writes the ``tools`` column
-  (OpenAI specs as a JSON string, the form TRL's SFT/DPO trainers accept) for other trainers.
+  :func:`to_dataset` with ``tokenizer=`` writes each prompt as the text profiling rendered (the
+  pivot's own tools through the template's ``tools=``, the same :class:`PromptConfig`; a plain-text
+  prompt TRL tokenizes as is), and without a tokenizer puts the tools into text-only messages
+  (Hermes ``<tools>`` block in the system message); it also writes the ``tools`` column (OpenAI
+  specs as a JSON string, the form TRL's SFT/DPO trainers accept) for other trainers.
+* ``log_metric(name, value)`` values are summed and counted over all processes and logged as their
+  mean each step, so :class:`PivotReward` logs one value per sample: the logged figure is the mean
+  over every process's samples (``pivot/strict_reward``, ``pivot/miss_rate``, the hack monitor).
 * ``environment_factory`` (experimental in 1.16, needs transformers >= 5.2, a chat template that
   renders tool calls and tool messages (``supports_tool_calling``) and a response parser for it
   (``add_response_schema`` knows Qwen, Llama 3.1, ... templates)): a zero-argument callable returning
@@ -52,36 +64,77 @@ from __future__ import annotations
 import json
 import keyword
 import re
+from collections import deque
 from typing import Any, Callable
 
-from pivot_envs.agents.prompting import chat_messages
-from pivot_envs.episode_env import EpisodeEnv, bundled_domain, resolve_tasks
-from pivot_envs.integrations._common import pivot_from_json, pivot_json, prompt_messages, score
-from pivot_envs.sources import PivotSource, resolve_pivots
-from pivot_envs.types import Message, Pivot
-from pivot_envs.verifiers.batch import VerifierResolver
+from pivot_envs.agents.prompting import PromptConfig, chat_messages
+from pivot_envs.integrations._common import (
+    pivot_from_json,
+    pivot_json,
+    prompt_config,
+    prompt_messages,
+    rendered_prompt,
+    score_actions,
+)
+from pivot_envs.verifiers.accepted_by import CATEGORIES
+from pivot_envs.verifiers.base import build_verifier
+from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
+from pivot_envs.verifiers.hack_monitor import HACKS, category_key, hack_counts
 
-__all__ = ["to_dataset", "make_reward_func", "PivotReward", "episode_dataset", "episode_environment_factory",
+from pivot_envs.episode_env import EpisodeEnv, bundled_domain, resolve_tasks
+from pivot_envs.sources import PivotSource, resolve_pivots
+from pivot_envs.types import Message, Pivot, VerifyResult
+
+__all__ = ["to_dataset", "make_reward_func", "PivotReward", "pivot_metrics", "check_launch", "episode_dataset", "episode_environment_factory",
            "TRLEpisodeEnv", "make_episode_reward_func", "EpisodeReward", "completion_action"]
 
 
-def to_dataset(pivots: PivotSource, *, prompt_mode: str = "hermes", domain: str | None = None,
-               split: str = "train") -> Any:
+def to_dataset(pivots: PivotSource, *, tokenizer: Any = None, prompt: PromptConfig | None = None,
+               prompt_mode: str = "hermes", domain: str | None = None, split: str = "train") -> Any:
     """A ``datasets.Dataset`` of ``pivots`` for TRL's ``GRPOTrainer``.
 
-    Columns: ``prompt`` (conversational messages, see
-    :func:`pivot_envs.integrations._common.prompt_messages`), ``tools`` (the pivot's OpenAI tool
-    specs as a JSON string), ``pivot_id``, ``domain``, ``pivot`` (the pivot as JSON: what the
-    reward rebuilds it from). ``pivots``: any source :func:`pivot_envs.sources.resolve_pivots` takes.
+    Columns: ``prompt``, ``tools`` (the pivot's OpenAI tool specs as a JSON string), ``pivot_id``,
+    ``domain``, ``pivot`` (the pivot as JSON: what the reward rebuilds it from). ``pivots``: any source
+    :func:`pivot_envs.sources.resolve_pivots` takes.
+
+    With ``tokenizer`` (a tokenizer or a folder / hub id to load one from; give GRPOTrainer the same as
+    ``processing_class``), ``prompt`` is the prompt text exactly as ``pivot-envs profile`` and the bundled
+    trainers render it (:func:`pivot_envs.integrations._common.rendered_prompt`; ``prompt``: the
+    :class:`PromptConfig`, default the one recorded with the model, see
+    :func:`~pivot_envs.integrations._common.prompt_config`): TRL tokenizes that text into the very ids
+    profiling sampled from, so D_adv is measured on the prompts that are trained. Without a tokenizer it
+    is conversational messages in ``prompt_mode`` (:func:`~pivot_envs.integrations._common.prompt_messages`),
+    which TRL renders with the chat template: the profiled prompt only for templates that know neither
+    tools nor the ``tool`` role.
     """
     from datasets import Dataset
 
     items = resolve_pivots(pivots, domain=domain, split=split)
     if not items:
         raise ValueError("to_dataset got no pivots")
-    rows = [{"prompt": prompt_messages(p, prompt_mode), "tools": json.dumps(p.tools, ensure_ascii=False),
-             "pivot_id": p.id, "domain": p.domain, "pivot": pivot_json(p)} for p in items]
+    if tokenizer is None:
+        if prompt is not None:
+            raise ValueError("to_dataset: prompt= (a PromptConfig) needs tokenizer=: the config is applied by "
+                             "rendering with the tokenizer's chat template")
+        texts: list[Any] = [prompt_messages(p, prompt_mode) for p in items]
+    else:
+        if isinstance(tokenizer, str):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        config = prompt if prompt is not None else prompt_config(tokenizer)
+        texts = [rendered_prompt(p, tokenizer, config).tokenizer_text for p in items]
+    rows = [{"prompt": text, "tools": json.dumps(p.tools, ensure_ascii=False),
+             "pivot_id": p.id, "domain": p.domain, "pivot": pivot_json(p)} for text, p in zip(texts, items)]
     return Dataset.from_list(rows)
+
+
+def _calls_window(keep_calls: int) -> deque:
+    """The bounded record of a reward function's latest calls (``keep_calls`` of them; 0 keeps none)."""
+    if isinstance(keep_calls, bool) or not isinstance(keep_calls, int) or keep_calls < 0:
+        raise ValueError(f"keep_calls is the number of latest calls kept (an integer >= 0; 0 keeps none), got "
+                         f"{keep_calls!r}")
+    return deque(maxlen=keep_calls)
 
 
 def completion_action(completion: str | list[Message]) -> str | Message:
@@ -113,17 +166,33 @@ class PivotReward:
 
     Reads the ``pivot`` column (JSON) of :func:`to_dataset`; a pivot given at construction can
     stand in for it (``pivots=``, looked up by the ``pivot_id`` column). Returns the verifier's
-    reward in [0, 1], or ``None`` where the verifier (or the action parser) errored. Each call is
-    kept in ``calls`` (``completions``, ``pivot_ids``, ``rewards``, ``errors``) when ``keep_calls``.
+    reward in [0, 1], or ``None`` where the verifier (or the action parser) errored.
+
+    PivotRL's own figures go through TRL's ``log_metric`` (logged beside ``rewards/pivot_verifier/mean``),
+    one value per sample, so that the mean TRL logs is over every process's samples:
+
+    * ``pivot/strict_reward``: the strict verifier's reward (``strict_verifier``, default ``"strict"``:
+      exact match with the expert; ``None`` turns these two off), over samples both verifiers scored;
+    * ``pivot/miss_rate``: P[strict = 0 | the verifier passed] (the bundled trainer's ``miss_rate``);
+    * the hack monitor (:mod:`pivot_envs.verifiers.hack_monitor`) over the accepted samples:
+      ``hack/more_calls``, ``hack/stop_at_call``, ``hack/long_answer`` and ``accepted_by/<category>``
+      (shares; ``pivot/accept_rate`` is the share of scored samples accepted);
+    * ``pivot/verifier_errors``: errored samples per call.
+
+    The latest ``keep_calls`` calls (default 0: none) are kept in ``calls`` (``completions``,
+    ``pivot_ids``, ``rewards``, ``errors``, ``strict``), a window that never grows past it;
+    ``n_calls`` counts them all.
     """
 
     __name__ = "pivot_verifier"  # the name TRL logs the reward under (rewards/pivot_verifier/mean)
 
-    def __init__(self, verifier: Any = None, pivots: PivotSource = None, keep_calls: bool = True):
+    def __init__(self, verifier: Any = None, pivots: PivotSource = None, keep_calls: int = 0,
+                 strict_verifier: Any = "strict"):
         self.resolver = VerifierResolver(verifier)
+        self.strict = build_verifier(strict_verifier) if strict_verifier is not None else None
         self.pivots = {p.id: p for p in resolve_pivots(pivots)} if pivots is not None else {}
-        self.keep_calls = keep_calls
-        self.calls: list[dict[str, Any]] = []
+        self.calls: deque = _calls_window(keep_calls)
+        self.n_calls = 0
         self._cache: dict[str, Pivot] = {}
 
     def _pivot(self, serialised: str | None, pivot_id: str | None) -> Pivot:
@@ -143,25 +212,88 @@ class PivotReward:
         n = len(completions)
         pivots = [self._pivot(pivot[i] if pivot is not None else None, pivot_id[i] if pivot_id is not None else None)
                   for i in range(n)]
-        results = score([completion_action(c) for c in completions], pivots, self.resolver)
+        actions, results = score_actions([completion_action(c) for c in completions], pivots, self.resolver)
         rewards = [None if r.error else float(r.reward) for r in results]
         errors = [r.error for r in results]
+        strict = self._strict(actions, pivots)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             log_metric("pivot/verifier_errors", float(sum(e is not None for e in errors)))
-        if self.keep_calls:
+            for name, value in pivot_metrics(actions, pivots, results, strict):
+                log_metric(name, value)
+        self.n_calls += 1
+        if self.calls.maxlen:
             self.calls.append({"completions": list(completions), "pivot_ids": [p.id for p in pivots],
-                               "rewards": list(rewards), "errors": errors})
+                               "rewards": list(rewards), "errors": errors,
+                               "strict": [None if s is None or s.error else float(s.reward) for s in strict]})
         return rewards
 
+    def _strict(self, actions: list[Any], pivots: list[Pivot]) -> list[VerifyResult | None]:
+        """The strict verifier's verdict of each parsed action (``None``: unparsed, or the strict verifier is off)."""
+        out: list[VerifyResult | None] = [None] * len(actions)
+        keep = [i for i, a in enumerate(actions) if a is not None]
+        if self.strict is None or not keep:
+            return out
+        for i, r in zip(keep, verify_batch([actions[i] for i in keep], [pivots[i] for i in keep], self.strict)):
+            out[i] = r
+        return out
 
-def make_reward_func(verifier: Any = None, *, pivots: PivotSource = None, keep_calls: bool = True) -> PivotReward:
+
+def pivot_metrics(actions: list[Any], pivots: list[Pivot], results: list[VerifyResult],
+                  strict: list[VerifyResult | None]) -> list[tuple[str, float]]:
+    """PivotRL's figures of one batch as ``(name, value)`` pairs, one per sample it counts in (see
+    :class:`PivotReward`): the mean of a name's values is its figure, also over several processes."""
+    out: list[tuple[str, float]] = []
+    for action, pivot, result, s in zip(actions, pivots, results, strict):
+        if action is None or result.error is not None:
+            continue
+        strict_known = s is not None and s.error is None
+        if strict_known:
+            out.append(("pivot/strict_reward", float(s.reward)))
+            if result.passed:
+                out.append(("pivot/miss_rate", 1.0 if float(s.reward) == 0 else 0.0))
+        out.append(("pivot/accept_rate", 1.0 if result.passed else 0.0))
+        if not result.passed:
+            continue
+        counts = hack_counts([action], [pivot], [result],
+                             [bool(s.passed)] if strict_known else None).counts()
+        out += [(name, float(counts[name])) for name in (*HACKS, *(category_key(c) for c in CATEGORIES))]
+    return out
+
+
+def make_reward_func(verifier: Any = None, *, pivots: PivotSource = None, keep_calls: int = 0,
+                     strict_verifier: Any = "strict") -> PivotReward:
     """A TRL reward function scoring completions with each pivot's verifier.
 
     ``verifier``: a name, config or Verifier for every pivot; ``None``: each pivot's domain default.
-    A verifier error gives ``None`` (TRL excludes it from the group statistics). See :class:`PivotReward`.
+    A verifier error gives ``None`` (TRL excludes it from the group statistics). ``strict_verifier``:
+    the verifier of ``pivot/strict_reward`` and ``pivot/miss_rate`` (``None``: not computed);
+    ``keep_calls``: how many of the latest calls to keep in ``calls`` (0: none). See :class:`PivotReward`.
     """
-    return PivotReward(verifier, pivots, keep_calls)
+    return PivotReward(verifier, pivots, keep_calls, strict_verifier)
+
+
+def check_launch(trainer: Any) -> None:
+    """Refuse a launch that would train other than it says: the processes launched (``WORLD_SIZE``) are not the
+    processes training together, or the accelerate config's FSDP / DeepSpeed was dropped.
+
+    accelerate does both silently: on a machine without GPUs, ``accelerate launch`` of an FSDP config starts
+    processes that each train alone (``DistributedType.NO``) unless the script asks for the CPU
+    (``use_cpu``), and then trains plain DDP over gloo, FSDP left out. Call it after building the trainer.
+    """
+    import os
+
+    accelerator = trainer.accelerator
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if accelerator.num_processes != world:
+        raise RuntimeError(f"{world} processes were launched but each trains alone ({accelerator.num_processes} "
+                           f"in the run, distributed type {accelerator.distributed_type.name}): on a machine "
+                           "without GPUs give GRPOConfig(use_cpu=True) (the examples' --cpu)")
+    for flag, wanted in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DEEPSPEED")):
+        if os.environ.get(flag, "false").lower() == "true" and accelerator.distributed_type.name != wanted:
+            raise RuntimeError(f"the accelerate config asks for {wanted} but the run is "
+                               f"{accelerator.distributed_type.name}: accelerate applies {wanted} on GPUs only; "
+                               "use examples/accelerate/ddp.yaml on CPU")
 
 
 # --- episodes: TRL's environment_factory ---------------------------------------------------------
@@ -417,19 +549,20 @@ class EpisodeReward:
     Each call is kept in ``calls`` (``prompts`` and ``completions`` as TRL passed them,
     ``row_task_ids``: the rows' ``task_id`` column, ``task_ids``: the tasks the envs played,
     ``rewards``, ``turn_rewards``: each rollout's per-turn rewards, ``episodes``: each rollout's
-    :meth:`~pivot_envs.episode_env.EpisodeEnv.episode_row`) when ``keep_calls``.
+    :meth:`~pivot_envs.episode_env.EpisodeEnv.episode_row`) for the latest ``keep_calls`` calls (default 0:
+    none; a window that never grows past it); ``n_calls`` counts them all.
     """
 
     __name__ = "episode_success"  # the name TRL logs the reward under (rewards/episode_success/mean)
 
-    def __init__(self, keep_calls: bool = True, per_turn: str | None = None):
+    def __init__(self, keep_calls: int = 0, per_turn: str | None = None):
         if per_turn is not None and per_turn not in PER_TURN:
             raise ValueError(f"per_turn must be None (task success) or one of {sorted(PER_TURN)}, got {per_turn!r}")
-        self.keep_calls = keep_calls
         self.per_turn = per_turn
         if per_turn is not None:
             self.__name__ = PER_TURN[per_turn]
-        self.calls: list[dict[str, Any]] = []
+        self.calls: deque = _calls_window(keep_calls)
+        self.n_calls = 0
 
     def _reward(self, env: Any, answer: str | Message) -> float | None:
         """One rollout's reward: task success, or the per-turn summary (see the class docstring)."""
@@ -454,7 +587,8 @@ class EpisodeReward:
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and environments:
             log_metric("episode/tool_calls", sum(e.env.tool_calls for e in environments) / len(environments))
-        if self.keep_calls:
+        self.n_calls += 1
+        if self.calls.maxlen:
             self.calls.append({
                 "prompts": list(prompts),
                 "completions": list(completions),
@@ -468,7 +602,8 @@ class EpisodeReward:
         return rewards
 
 
-def make_episode_reward_func(keep_calls: bool = True, *, per_turn: str | None = None) -> EpisodeReward:
+def make_episode_reward_func(keep_calls: int = 0, *, per_turn: str | None = None) -> EpisodeReward:
     """TRL reward function for :func:`episode_environment_factory`: task success of each rollout, or
-    with ``per_turn="mean"`` / ``"progress"`` a summary of its per-turn rewards (see :class:`EpisodeReward`)."""
+    with ``per_turn="mean"`` / ``"progress"`` a summary of its per-turn rewards (see :class:`EpisodeReward`);
+    ``keep_calls``: how many of the latest calls to keep in ``calls`` (0: none)."""
     return EpisodeReward(keep_calls, per_turn)

@@ -10,9 +10,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -88,7 +90,7 @@ def test_reward_is_the_verifiers_and_an_error_is_none(monkeypatch):
 
     pivots = _pivots()
     ds = to_dataset(pivots)
-    reward = make_reward_func()
+    reward = make_reward_func(keep_calls=1)
     completions = [[{"role": "assistant", "content": message_text(p.expert)}] for p in pivots] + ["no idea"]
     rows = [ds[i] for i in range(len(pivots))] + [ds[0]]
     out = reward(prompts=[r["prompt"] for r in rows], completions=completions,
@@ -131,11 +133,11 @@ def test_grpo_trainer_trains_with_the_verifier_reward(taught_model, tmp_path):
 
     pivots = _pivots()
     dataset = to_dataset(pivots)
-    reward = make_reward_func()
+    steps, group = 3, 4
+    reward = make_reward_func(keep_calls=steps)
     tokenizer = AutoTokenizer.from_pretrained(taught_model)
     model = AutoModelForCausalLM.from_pretrained(taught_model, dtype=torch.float32)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    steps, group = 3, 4
     config = _config(tmp_path, per_device_train_batch_size=group, generation_batch_size=group, num_generations=group,
                      max_steps=steps, max_completion_length=128, learning_rate=1e-3)
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config, train_dataset=dataset,
@@ -213,7 +215,7 @@ def test_episode_environment_meets_trls_environment_contract():
     result = env.search(query="Elmoby population")  # TRL calls f(**arguments)
     assert result == env.env.messages[-1]["content"] and env.env.messages[-1]["role"] == "tool"
     assert json.loads(result)[0]["title"] == "Elmoby"
-    reward = make_episode_reward_func()
+    reward = make_episode_reward_func(keep_calls=1)
     final = [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
         "name": "search", "arguments": {"query": "Elmoby population"}}}]},
              {"role": "tool", "name": "search", "content": result},
@@ -280,10 +282,10 @@ def test_grpo_trainer_plays_episodes_with_environment_factory(episode_model, tmp
     tasks = _episode_tasks()
     factory = episode_environment_factory(tasks, domain="search")
     dataset = episode_dataset(tasks, domain="search")
-    reward = make_episode_reward_func()
+    steps, group = 2, 4
+    reward = make_episode_reward_func(keep_calls=steps)
     tokenizer = AutoTokenizer.from_pretrained(episode_model)
     model = AutoModelForCausalLM.from_pretrained(episode_model, dtype=torch.float32)
-    steps, group = 2, 4
     config = _config(tmp_path, per_device_train_batch_size=2 * group, generation_batch_size=2 * group,
                      num_generations=group, max_steps=steps, max_completion_length=384, learning_rate=1e-3,
                      max_tool_calling_iterations=2)
@@ -351,7 +353,7 @@ def test_smollm2_trains_one_grpo_step_with_the_verifier_reward(smollm2_dir, tmp_
 
     pivots = sorted(_pivots(), key=lambda p: len(message_text(p.expert)))[:2]
     dataset = to_dataset(pivots, prompt_mode="messages")
-    reward = make_reward_func()
+    reward = make_reward_func(keep_calls=1)
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32)
     config = _config(tmp_path, per_device_train_batch_size=4, generation_batch_size=4, num_generations=2,
@@ -371,3 +373,324 @@ def test_smollm2_trains_one_grpo_step_with_the_verifier_reward(smollm2_dir, tmp_
     (logged,) = _logged(trainer, "rewards/pivot_verifier/mean")
     assert scored and math.isclose(logged["rewards/pivot_verifier/mean"], sum(scored) / len(scored), abs_tol=1e-6)
     assert logged["completions/max_length"] <= 16
+
+
+# --- kept calls: a bounded window -----------------------------------------------------------------
+
+
+def test_kept_calls_are_a_bounded_window():
+    """``calls`` keeps the latest ``keep_calls`` calls (none by default): however long the run, it never grows."""
+    pivots = _pivots()
+    row = to_dataset(pivots[:1])[0]
+    default, window = make_reward_func(), make_reward_func(keep_calls=3)
+    for i in range(40):
+        completion = [{"role": "assistant", "content": f"guess {i}"}]
+        for reward in (default, window):
+            reward(prompts=[row["prompt"]], completions=[completion], pivot=[row["pivot"]])
+    assert default.n_calls == window.n_calls == 40
+    assert len(default.calls) == 0
+    assert [c["completions"][0][0]["content"] for c in window.calls] == ["guess 37", "guess 38", "guess 39"]
+    episodes = make_episode_reward_func()
+    assert episodes.calls.maxlen == 0 and make_episode_reward_func(keep_calls=2).calls.maxlen == 2
+    with pytest.raises(ValueError, match="number of latest calls"):
+        make_reward_func(keep_calls=True)
+
+
+# --- PivotRL's figures through TRL's log_metric ----------------------------------------------------
+
+
+def test_strict_reward_miss_rate_and_hack_monitor_are_logged_per_sample():
+    """One ``log_metric`` value per sample it counts in, so TRL's sum/count over processes is the figure:
+    the strict verifier's mean, P[strict = 0 | pass], and the hack monitor's shares over accepted samples."""
+    from collections import defaultdict
+
+    from pivot_envs.actions import parse_action
+    from pivot_envs.verifiers.base import build_verifier
+    from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
+    from pivot_envs.verifiers.hack_monitor import hack_counts
+
+    pivots = _pivots()
+    ds = to_dataset(pivots)
+    call = pivots[0].expert["tool_calls"][0]["function"]
+    arguments = json.loads(call["arguments"])
+    arguments["query"] = " ".join(reversed(arguments["query"].split()))  # the same words: it still retrieves
+    spaced = "<tool_call>" + json.dumps({"name": call["name"], "arguments": arguments}) + "</tool_call>"
+    twice = message_text(pivots[1].expert) + message_text(pivots[1].expert)
+    texts = [message_text(p.expert) for p in pivots] + [spaced, twice, "no idea"]
+    rows = [ds[i] for i in range(len(pivots))] + [ds[0], ds[1], ds[2]]
+    logged = defaultdict(list)
+    reward = make_reward_func(keep_calls=1)
+    out = reward(prompts=[r["prompt"] for r in rows], completions=texts, pivot=[r["pivot"] for r in rows],
+                 log_metric=lambda name, value: logged[name].append(value))
+
+    by_row = [Pivot.from_dict(json.loads(r["pivot"])) for r in rows]
+    actions = [parse_action(t) for t in texts]
+    strict = verify_batch(actions, by_row, build_verifier("strict"))
+    passed = [r == 1.0 for r in out]
+    assert out[: len(pivots)] == [1.0] * len(pivots) and out[-1] == 0.0
+    # the reordered query passes but is not the expert's string (a miss); the doubled call is refused
+    assert out[-3:] == [1.0, 0.0, 0.0] and [s.reward for s in strict[-3:]] == [0.0, 0.0, 0.0]
+    assert logged["pivot/strict_reward"] == [float(s.reward) for s in strict]
+    assert logged["pivot/miss_rate"] == [float(s.reward == 0) for s, ok in zip(strict, passed) if ok]
+    results = verify_batch(actions, by_row, VerifierResolver().for_pivot)
+    figures = hack_counts(actions, by_row, results, [bool(s.passed) for s in strict]).metrics()
+    assert figures["hack/accepted"] == len(logged["hack/more_calls"]) == sum(passed)
+    assert sum(logged["pivot/miss_rate"]) == 1 and 0 < figures["accepted_by/exact"] < 1
+    for name, share in figures.items():
+        if name != "hack/accepted":
+            assert math.isclose(sum(logged[name]) / len(logged[name]), share), name
+    assert logged["pivot/accept_rate"] == [float(ok) for ok in passed]
+    assert reward.calls[-1]["strict"] == [float(s.reward) for s in strict]
+
+
+# --- launches that would train other than they say ----------------------------------------------------
+
+
+def test_check_launch_refuses_lone_processes_and_a_dropped_fsdp(monkeypatch):
+    """accelerate's silent fallbacks, as its Accelerator reports them (``num_processes``, ``distributed_type``): each
+    process alone (FSDP config on a machine without GPUs, no ``use_cpu``), and FSDP or ZeRO-3 asked, DDP run."""
+    from types import SimpleNamespace
+
+    from accelerate.utils import DistributedType
+
+    from pivot_envs.integrations.trl import check_launch
+
+    def trainer(n, kind):
+        return SimpleNamespace(accelerator=SimpleNamespace(num_processes=n, distributed_type=kind))
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    check_launch(trainer(2, DistributedType.MULTI_CPU))
+    with pytest.raises(RuntimeError, match="each trains alone"):
+        check_launch(trainer(1, DistributedType.NO))
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    check_launch(trainer(2, DistributedType.FSDP))
+    with pytest.raises(RuntimeError, match="asks for FSDP but the run is MULTI_CPU"):
+        check_launch(trainer(2, DistributedType.MULTI_CPU))
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    with pytest.raises(RuntimeError, match="asks for DEEPSPEED"):
+        check_launch(trainer(2, DistributedType.MULTI_GPU))
+
+
+# --- the prompt profiling rendered, for a tool-aware chat template ---------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _example(name: str):
+    """``examples/<name>.py`` as a module (the examples are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _short_pivots() -> list[Pivot]:
+    """The two first-turn search pivots with the shortest expert actions (of the first eight): ~800-token prompts
+    with the tools, which a tiny model learns to answer in 160 steps."""
+    firsts = [p for p in resolve_pivots("bundled:search:train") if len(p.context) <= 2][:8]
+    return sorted(firsts, key=lambda p: len(message_text(p.expert)))[:2]
+
+
+@pytest.fixture(scope="module")
+def tool_model(tmp_path_factory):
+    """The pivot example's tiny model (Qwen2.5's tool-aware chat template, from TRL), taught two pivots' expert
+    actions on the prompts ``to_dataset(tokenizer=)`` renders: sampled, some pass and some fail."""
+    from pivot_envs.models.tiny import train_lm
+
+    pivots = _short_pivots()
+    model_dir = _example("trl_pivotrl").tiny_model(tmp_path_factory.mktemp("trl_tool") / "model", pivots)
+    ds = to_dataset(pivots, tokenizer=str(model_dir))
+    train_lm(model_dir, [(row["prompt"], message_text(p.expert)) for row, p in zip(ds, pivots)], steps=160,
+             lr=1e-2, batch_size=4, seed=0)
+    return model_dir
+
+
+def test_trained_prompt_is_the_profiled_prompt_for_a_tool_template(tool_model, tmp_path):
+    """``to_dataset(tokenizer=)`` writes the text the ``hf`` agent (profile's, and the bundled trainers' sampler)
+    renders: the pivot's own tools through the template's ``tools=``, the model folder's recorded format; TRL
+    tokenizes that plain-text prompt into the very ids the agent samples from. Checked with TRL's Qwen2.5 and
+    Llama 3.1 templates (Llama 3.1 puts the tools in the first user message: there the Hermes-message rows are
+    another prompt), a recorded format (tools left out), and a tokenizer that adds its BOS itself."""
+    import shutil
+
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import llama3_1_chat_template
+
+    from pivot_envs.agents.hf import HFAgent
+    from pivot_envs.agents.prompt_format import write_prompt_format
+    from pivot_envs.agents.prompting import encode_prompt, template_text
+    from pivot_envs.integrations._common import prompt_messages
+
+    pivots = _pivots() + [p for p in resolve_pivots("bundled:search:train") if len(p.context) > 2][:2]
+    folders = {"qwen2.5": tool_model, "llama3.1": tmp_path / "llama", "recorded": tmp_path / "recorded",
+               "bos": tmp_path / "bos"}
+    for name in ("llama3.1", "recorded", "bos"):
+        shutil.copytree(tool_model, folders[name])
+    for name in ("llama3.1", "bos"):
+        tokenizer = AutoTokenizer.from_pretrained(folders[name])
+        tokenizer.chat_template = llama3_1_chat_template
+        tokenizer.add_bos_token = name == "bos"
+        tokenizer.save_pretrained(folders[name])
+    write_prompt_format(folders["recorded"], tools="none", max_prompt_tokens=None)
+    for name, folder in folders.items():
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        assert "tools" in template_text(tokenizer) and "tool_calls" in template_text(tokenizer)
+        agent = HFAgent(str(folder), device="cpu")
+        ds = to_dataset(pivots, tokenizer=str(folder))
+        for row, pivot in zip(ds, pivots):
+            profiled = encode_prompt(agent.tokenizer, pivot, agent.prompt_config)
+            assert tokenizer(row["prompt"])["input_ids"] == profiled, name  # TRL trains what profile sampled
+            text = agent.tokenizer.decode(profiled)
+            assert row["prompt"] == (text.removeprefix(tokenizer.bos_token) if name == "bos" else text), name
+            assert (pivot.tools[0]["function"]["description"] in row["prompt"]) is (name != "recorded"), name
+            hermes = tokenizer.apply_chat_template(prompt_messages(pivot, "hermes"), add_generation_prompt=True,
+                                                   tokenize=False)
+            assert (hermes == text) is (name == "qwen2.5"), name  # Hermes is Qwen's format, not Llama 3.1's
+    assert AutoTokenizer.from_pretrained(folders["bos"])("x")["input_ids"][0] == tokenizer.bos_token_id
+
+
+# --- two processes: torchrun on gloo, the examples' trainers ----------------------------------------
+
+WORKER = """
+import importlib.util, json, sys
+import torch
+
+example, out = sys.argv[1], sys.argv[2]
+spec = importlib.util.spec_from_file_location("example", example)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+trainer, reward = module.build_trainer(module.parse_args(sys.argv[3:]))
+from transformers import PrinterCallback
+trainer.remove_callback(PrinterCallback)
+tokenized = []
+tokenize = trainer._tokenize_prompts
+def record(prompts):  # TRL's own tokenization of the prompts, kept to compare with profiling's
+    result = tokenize(prompts)
+    tokenized.append([[int(t) for t in ids] for ids in result[0]])
+    return result
+trainer._tokenize_prompts = record
+trainer.train()
+rank = trainer.accelerator.process_index
+model = trainer.accelerator.unwrap_model(trainer.model)
+torch.save({k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, f"{out}/weights{rank}.pt")
+with open(f"{out}/rank{rank}.json", "w") as f:
+    json.dump({"rank": rank, "world": trainer.accelerator.num_processes, "n_calls": reward.n_calls,
+               "calls": [{k: c[k] for k in ("pivot_ids", "task_ids", "rewards", "strict") if k in c}
+                         for c in reward.calls],
+               "tokenized": tokenized, "log": trainer.state.log_history}, f)
+"""
+
+
+def _torchrun(tmp_path, example: str, *args: str) -> list[dict]:
+    """Run ``examples/<example>.py``'s trainer on 2 processes (torchrun, gloo); the per-rank facts it wrote."""
+    import os
+    import subprocess
+    import sys
+
+    from test_trainer_ddp import free_port
+
+    out = tmp_path / "facts"
+    out.mkdir()
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script),
+           str(EXAMPLES / f"{example}.py"), str(out), "--cpu", "--output-dir", str(tmp_path / "run"), *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+def _same_moved_weights(tmp_path, model_dir) -> None:
+    """Both ranks ended with the same weights, and they are not the initial ones."""
+    import torch
+    from safetensors.torch import load_file
+
+    w0, w1 = (torch.load(tmp_path / "facts" / f"weights{r}.pt", weights_only=True) for r in (0, 1))
+    assert w0.keys() == w1.keys() and all(torch.equal(w0[k], w1[k]) for k in w0)
+    initial = load_file(str(model_dir / "model.safetensors"))
+    assert any(not torch.equal(w0[k], initial[k]) for k in initial if k in w0)
+
+
+def _check_batches(ranks: list[dict], key: str, group: int, per_rank: int) -> list[list[float]]:
+    """What TRL's RepeatSampler does: each step's global batch is its prompts, each repeated ``group`` times in a
+    row, and rank r scores rows [r * per_rank, (r + 1) * per_rank), its own completions (each scored once): every id
+    is scored ``group`` times in all. Returns each step's gathered rewards."""
+    steps = ranks[0]["n_calls"]
+    assert [r["n_calls"] for r in ranks] == [steps, steps] and all(len(r["calls"]) == steps for r in ranks)
+    gathered = []
+    for step in range(steps):
+        ids = [r["calls"][step][key] for r in ranks]
+        assert [len(x) for x in ids] == [per_rank, per_rank]
+        everything = ids[0] + ids[1]
+        distinct = list(dict.fromkeys(everything))
+        assert everything == [i for i in distinct for _ in range(group)]
+        gathered.append([x for r in ranks for x in r["calls"][step]["rewards"]])
+    return gathered
+
+
+def _logged_means(log: list[dict], key: str) -> list[float]:
+    return [row[key] for row in log if key in row]
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_two_processes_train_pivots(tool_model, tmp_path):
+    """``examples/trl_pivotrl.py`` under ``torchrun --nproc_per_node 2`` (gloo): TRL spreads a pivot's G = 4
+    samples over both ranks (2 each), every rank scores its own, TRL's logged reward mean and PivotRL's strict
+    reward are the means over both ranks' samples, the prompts TRL tokenized are profiling's, and both ranks end
+    with the same moved weights."""
+    from pivot_envs.agents.hf import HFAgent
+    from pivot_envs.agents.prompting import encode_prompt
+
+    group, per_rank = 4, 2
+    pivots = _short_pivots()
+    source = tmp_path / "pivots.jsonl"
+    source.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in pivots))
+    ranks = _torchrun(tmp_path, "trl_pivotrl", "--model", str(tool_model), "--pivots", str(source), "--keep-calls",
+                      "2", "--num-generations", str(group), "--per-device-batch", str(per_rank), "--max-steps", "2",
+                      "--learning-rate", "1e-3", "--max-completion-length", "64")
+    assert [(r["rank"], r["world"]) for r in ranks] == [(0, 2), (1, 2)]
+    gathered = _check_batches(ranks, "pivot_ids", group, per_rank)
+    assert all(len(set(r["calls"][s]["pivot_ids"])) == 1 for r in ranks for s in range(2))  # one group a step
+    logged = _logged_means(ranks[0]["log"], "rewards/pivot_verifier/mean")
+    assert len(logged) == 2 and None not in [x for g in gathered for x in g]
+    for mean, rewards in zip(logged, gathered):
+        assert math.isclose(mean, sum(rewards) / len(rewards), abs_tol=1e-6)
+    strict = [[x for r in ranks for x in r["calls"][s]["strict"]] for s in range(2)]
+    for mean, values in zip(_logged_means(ranks[0]["log"], "pivot/strict_reward"), strict):
+        assert math.isclose(mean, sum(values) / len(values), abs_tol=1e-6)
+    rewards = [x for g in gathered for x in g]
+    assert 1.0 in rewards and 0.0 in rewards  # a taught model: some samples pass, some fail (the weights move)
+    agent = HFAgent(str(tool_model), device="cpu")
+    by_id = {p.id: p for p in pivots}
+    for r in ranks:
+        for step, ids in enumerate(r["tokenized"]):
+            pivot = by_id[r["calls"][step]["pivot_ids"][0]]
+            assert ids == [encode_prompt(agent.tokenizer, pivot, agent.prompt_config)] * per_rank
+    _same_moved_weights(tmp_path, tool_model)
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_two_processes_play_episodes(episode_model, tmp_path):
+    """``examples/trl_episodes.py`` under ``torchrun --nproc_per_node 2`` (gloo), ``environment_factory``: with 4
+    rollouts a rank and G = 4, each rank plays its own task's group (no task on both ranks), TRL's logged task
+    success is the mean over both ranks' rollouts, and both ranks end with the same moved weights."""
+    group, per_rank = 4, 4
+    ranks = _torchrun(tmp_path, "trl_episodes", "--model", str(episode_model), "--keep-calls", "2",
+                      "--num-generations", str(group), "--per-device-batch", str(per_rank), "--max-steps", "2",
+                      "--learning-rate", "1e-3")
+    assert [(r["rank"], r["world"]) for r in ranks] == [(0, 2), (1, 2)]
+    gathered = _check_batches(ranks, "task_ids", group, per_rank)
+    for step in range(2):
+        assert not set(ranks[0]["calls"][step]["task_ids"]) & set(ranks[1]["calls"][step]["task_ids"])
+    logged = _logged_means(ranks[0]["log"], "rewards/episode_success/mean")
+    assert len(logged) == 2
+    for mean, rewards in zip(logged, gathered):
+        assert None not in rewards and math.isclose(mean, sum(rewards) / len(rewards), abs_tol=1e-6)
+    rewards = [x for g in gathered for x in g]
+    assert 1.0 in rewards and 0.0 in rewards
+    _same_moved_weights(tmp_path, episode_model)
