@@ -50,6 +50,20 @@ def scaled(seconds: float) -> float:
     return round(seconds * slow_factor(), 1)
 
 
+REQUIRED_LANES_VAR = "PIVOT_ENVS_LANES"
+"""Comma-separated lanes (``verl``, ``nemo_gym``) that must run: CI sets it, so a lane whose install broke fails
+instead of skipping."""
+
+
+def skip_lane(lane: str, reason: str) -> None:
+    """Skip a test whose optional lane (an extra install) is absent, or fail when ``$PIVOT_ENVS_LANES`` names it."""
+    required = {name.strip() for name in os.environ.get(REQUIRED_LANES_VAR, "").split(",") if name.strip()}
+    if lane in required:
+        pytest.fail(f"the {lane} lane is required (${REQUIRED_LANES_VAR}={os.environ[REQUIRED_LANES_VAR]}) "
+                    f"but absent: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 def shared_file(rel: str) -> Path:
     """A file of ../shared/data, or skip the test when it is absent."""
     path = SHARED_DATA / rel

@@ -28,6 +28,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 from pivot_envs.actions import message_text  # noqa: E402
 from pivot_envs.integrations.verl import compute_score, export_episode_parquet  # noqa: E402
 from pivot_envs.types import Pivot  # noqa: E402
+from tests.conftest import skip_lane  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_LOOP_YAML = ROOT / "examples" / "verl_agent_loop.yaml"
@@ -44,7 +45,7 @@ def verl():
         from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # noqa: F401
         from verl.experimental.reward_loop.reward_loop import RewardLoopWorker  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any import failure means the lane is not installed
-        pytest.skip(f"veRL is not importable ({type(exc).__name__}: {exc}); install it with: {VERL_INSTALL}")
+        skip_lane("verl", f"veRL is not importable ({type(exc).__name__}: {exc}); install it with: {VERL_INSTALL}")
     return verl
 
 

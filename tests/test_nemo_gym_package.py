@@ -34,6 +34,7 @@ import yaml
 from typer.testing import CliRunner
 
 from pivot_envs.cli import app
+from tests.conftest import skip_lane
 
 ROOT = Path(__file__).resolve().parents[1]
 GYM_ROOT = ROOT / "nemo_gym"  # what NeMo Gym's runner runs in: the folder holding resources_servers/
@@ -162,7 +163,7 @@ def gym(tmp_path_factory):
     """`gym env start` of the package's config: {"verify": the pivot_envs server's URL, "agent": the agent's URL,
     "log": the runner's log} while NeMo Gym's runner holds them."""
     if not (GYM.exists() and os.access(GYM, os.X_OK)):
-        pytest.skip(f"NeMo Gym's venv {VENV.name} is absent: create it with .ci/nemo_gym_venv.sh "
+        skip_lane("nemo_gym", f"NeMo Gym's venv {VENV.name} is absent: create it with .ci/nemo_gym_venv.sh "
                     "(nemo-gym 0.4.0 on Python 3.12, from PATH or pyenv)")
     tmp = tmp_path_factory.mktemp("nemo_gym")
     venvs = tmp / "venvs"
