@@ -23,7 +23,7 @@ from pivot_envs.verifiers import exec as exec_module
 from pivot_envs.verifiers.exec import ExecVerifier, LRUCache, normalize_output
 from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
 
-from conftest import scaled, shared_file
+from tests.conftest import scaled, shared_file
 
 FILES = {
     "f": "x1\ny\nx2\nz\nx3\n",

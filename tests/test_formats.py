@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import shared_file
+from tests.conftest import shared_file
 from pivot_envs.formats import (
     classify_keys,
     detect_format,

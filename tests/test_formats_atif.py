@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from conftest import shared_file
+from tests.conftest import shared_file
 from pivot_envs.cli import app
 from pivot_envs.formats import (
     atif_from_trajectory,

@@ -20,7 +20,7 @@ pytest.importorskip("mcp")
 
 import httpx  # noqa: E402
 
-from conftest import ROOT, scaled  # noqa: E402
+from tests.conftest import ROOT, scaled  # noqa: E402
 from pivot_envs.agents.spec import build_agent  # noqa: E402
 from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
 from pivot_envs.formats import read_trajectories  # noqa: E402

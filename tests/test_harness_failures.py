@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("mcp")
 
-from conftest import ROOT, scaled  # noqa: E402
+from tests.conftest import ROOT, scaled  # noqa: E402
 
 BROKEN = textwrap.dedent("""\
     import sys

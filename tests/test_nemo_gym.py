@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import shared_file
+from tests.conftest import shared_file
 from pivot_envs.formats import detect_format, read_pivots, read_trajectories, write_pivots
 from pivot_envs.formats.nemo_gym import pivot_from_row, row_from_pivot
 from pivot_envs.formats.patch import apply_patch, diff, same

@@ -34,7 +34,7 @@ from pivot_envs.types import Message, Pivot, Profile, VerifyResult
 from pivot_envs.verifiers import Verifier
 from pivot_envs.verifiers.base import register_verifier
 
-from conftest import scaled
+from tests.conftest import scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 

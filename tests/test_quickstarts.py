@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import scaled
+from tests.conftest import scaled
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -24,7 +24,7 @@ from pivot_envs.verifiers.exec import ExecVerifier
 from pivot_envs.verifiers.sandbox import SandboxLimits, SandboxRequest, SandboxUnavailable, Seed, get_backend
 from pivot_envs.verifiers.sandbox.bwrap import BwrapBackend
 
-from conftest import scaled
+from tests.conftest import scaled
 
 TIMEOUT_S = 2.0
 """The verifier's budget: the hostile commands that hang are stopped by it."""

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import shared_file
+from tests.conftest import shared_file
 from dataclasses import dataclass
 
 from pivot_envs.envs_data import load_pivots, load_trajectories

@@ -26,7 +26,7 @@ from pivot_envs.verifiers.defaults import EXACT_NORMALIZED
 from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
 from pivot_envs.verifiers.tool_name import command_word
 
-from conftest import scaled
+from tests.conftest import scaled
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tldr" / "commands.jsonl"
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a shell command", "parameters": {

@@ -16,7 +16,7 @@ pytest.importorskip("vllm")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from conftest import scaled  # noqa: E402
+from tests.conftest import scaled  # noqa: E402
 from servers import start_vllm_serve  # noqa: E402
 from test_rollouts import call, running, wait_status  # noqa: E402
 

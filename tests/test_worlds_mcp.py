@@ -24,7 +24,7 @@ from pivot_envs.worlds import WorldError, WorldTask, build_world  # noqa: E402
 from pivot_envs.worlds.mcp import find_command  # noqa: E402
 from pivot_envs.worlds.mcp import MCPWorld, tau2_airline_probes, tau2_airline_world  # noqa: E402
 
-from conftest import scaled  # noqa: E402
+from tests.conftest import scaled  # noqa: E402
 
 # ---------------------------------------------------------------------- a scripted server
 

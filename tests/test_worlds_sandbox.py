@@ -21,7 +21,7 @@ from pivot_envs.types import Fixture
 from pivot_envs.verifiers.sandbox import SandboxUnavailable
 from pivot_envs.worlds import World, WorldTask, build_world, context_calls
 
-from conftest import scaled
+from tests.conftest import scaled
 
 FULL = os.environ.get("PIVOT_WORLDS_FULL") == "1"
 
