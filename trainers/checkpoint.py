@@ -12,7 +12,9 @@ complete, so a run killed while saving leaves the previous checkpoint as the
 latest one. Files are read with ``torch.load(weights_only=True)`` (plain
 tensors and Python values only). With several processes every rank writes its
 RNG file into the same folder: the output folder must be shared (one machine,
-or a shared file system).
+or a shared file system; a run checks this at its start,
+:func:`~pivot_envs.trainers.distributed.check_shared_dir`). Under FSDP the model and
+the optimiser state are gathered whole to rank 0 first (:mod:`.sharding`).
 """
 
 from __future__ import annotations
@@ -99,16 +101,22 @@ def save_checkpoint(
     info: DistInfo,
     summary: dict[str, Any] | None = None,
     prompt_format: dict[str, Any] | None = None,
+    weights: dict[str, Any] | None = None,
 ) -> Path:
     """Write a checkpoint (collective: every rank must call it); returns its folder. ``prompt_format``
-    (``{"tools": ..., "max_prompt_tokens": ...}``) is recorded beside the model (agents.prompt_format)."""
+    (``{"tools": ..., "max_prompt_tokens": ...}``) is recorded beside the model (agents.prompt_format).
+    ``weights``: the model's whole state dict, gathered beforehand from a sharded model (FSDP), saved with the
+    model's ``save_pretrained`` in place of its own tensors (a LoRA model keeps only its adapter's)."""
     final = Path(path)
     tmp = final.with_name(final.name + ".tmp")
     if info.is_main:
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
-        model.save_pretrained(tmp / "model")
+        if weights is not None:
+            model.save_pretrained(tmp / "model", state_dict=weights)
+        else:
+            model.save_pretrained(tmp / "model")
         tokenizer.save_pretrained(tmp / "model")
         if prompt_format is not None:
             write_prompt_format(tmp / "model", **prompt_format)

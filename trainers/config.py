@@ -40,6 +40,7 @@ PVPO_SOURCES = ("running", "profile")
 SCHEDULES = ("cosine", "constant")
 REPORTERS = ("tensorboard", "wandb")
 DTYPES = ("auto", "float32", "bfloat16")
+SHARDINGS = ("none", "fsdp")
 ROLLOUT_ENGINES = ("hf", "vllm")
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
@@ -259,6 +260,18 @@ class PolicyConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, ~30 % more compute)."""
 
+    sharding: str = "none"
+    """Under ``torchrun`` with several processes: ``none`` (DDP: every process holds the whole policy, its gradients,
+    AdamW state and reference) or ``fsdp`` (torch FSDP2, ``fully_shard`` per decoder layer then the model: each
+    process holds about 1/W of them; the reference is sharded too; rollouts run through the sharded model, which
+    gathers a layer at a time; :mod:`pivot_envs.trainers.sharding`). Ignored in one process."""
+
+    fsdp_param_dtype: str = "auto"
+    """Under ``sharding: fsdp``, the dtype FSDP gathers the weights in for every forward (its mixed precision;
+    gradients are reduced and AdamW steps in the weights' own dtype): ``auto`` = bfloat16 where ``bf16`` autocast
+    would run (CUDA), else the weights' dtype; ``float32`` or ``bfloat16`` to force it (bfloat16 replaces the
+    autocast)."""
+
     shared_prompt: bool = True
     """Forward each distinct prompt of a micro-batch once, and its rows' completions against its KV cache (a
     group's G samples pay for their prompt once: the same log-probs and gradients up to float rounding;
@@ -314,7 +327,8 @@ class PolicyConfig:
                               ("zero_variance", ZERO_VARIANCE_MODES), ("old_logprobs", OLD_LOGPROB_MODES),
                               ("lr_schedule", SCHEDULES),
                               ("model_dtype", DTYPES), ("rollout_engine", ROLLOUT_ENGINES),
-                              ("rollout_is_mode", IS_MODES), ("vllm_dtype", DTYPES)):
+                              ("rollout_is_mode", IS_MODES), ("vllm_dtype", DTYPES), ("sharding", SHARDINGS),
+                              ("fsdp_param_dtype", DTYPES)):
             if getattr(self, name) not in allowed:
                 _fail(self, name, getattr(self, name), f"one of {', '.join(allowed)}")
         if not 0 < self.vllm_gpu_memory_utilization <= 1:

@@ -7,9 +7,12 @@ run) everything here is a no-op for a world of one::
 
     torchrun --nproc_per_node 2 -m pivot_envs.cli train --config rl.json
 
-In the trainer each process samples its own pivots, gradients are averaged by
-DDP in the backward pass, and every process ends each update with the same
-weights. Rank 0 alone writes metrics, checkpoints and the final model.
+In the trainers (PivotRL and SFT) each process trains on its own share of a step's pivots, gradients are
+averaged in the backward pass (DDP, or FSDP2 with ``sharding: fsdp``, :mod:`.sharding`), and every process ends
+each update with the same weights. Rank 0 alone writes metrics and the final model; every rank writes its part of
+each checkpoint, so the output folder must be shared: :func:`check_shared_dir` refuses a run whose ranks do not
+see one folder, at its start. A checkpoint resumes only under the world size that wrote it
+(:func:`check_world_size`).
 
 The CUDA/NCCL path follows the torch documentation but was not run here (the
 project's machine has no GPU); the CPU/gloo path is tested with two processes.
@@ -19,7 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
+import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import torch
@@ -131,6 +137,64 @@ def gather_objects(obj: Any, info: DistInfo) -> list[Any]:
 def barrier(info: DistInfo) -> None:
     if info.enabled:
         dist.barrier()
+
+
+SHARED_TOKEN = ".pivot-envs-shared-check"
+"""The file rank 0 writes into the output folder at the start of a multi-process run (removed after the check)."""
+
+
+class OutputNotShared(ValueError):
+    """The output folder is not one folder that every process of the run sees (a setting to fix: a ``ValueError``,
+    which the CLI prints as a one-line error)."""
+
+
+def check_shared_dir(output_dir: str | Path, info: DistInfo) -> None:
+    """Refuse a multi-process run whose ``output_dir`` is not shared by every rank (collective; a no-op in one
+    process). Rank 0 writes a token file with a random value, then, after a barrier, every rank reads it back; a
+    rank that cannot (a node-local folder) fails the run on every rank at once, before anything is trained,
+    instead of crashing at the first checkpoint. Also catches two runs under one folder."""
+    if not info.enabled:
+        return
+    root = Path(output_dir)
+    token_file = root / SHARED_TOKEN
+    token = [secrets.token_hex(16) if info.is_main else None]
+    dist.broadcast_object_list(token, src=0)
+    written = ""
+    if info.is_main:
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            token_file.write_text(token[0], encoding="utf-8")
+        except OSError as exc:
+            written = f"rank 0 cannot write {token_file}: {exc}"
+    dist.barrier()
+    try:
+        seen = token_file.read_text(encoding="utf-8").strip()
+        problem = written or ("" if seen == token[0] else f"reads another run's token in {token_file}")
+    except OSError as exc:
+        problem = written or f"cannot read {token_file} ({type(exc).__name__})"
+    reports = gather_objects((info.rank, socket.gethostname(), problem), info)
+    dist.barrier()
+    if info.is_main:
+        token_file.unlink(missing_ok=True)
+    bad = [(rank, host, why) for rank, host, why in reports if why]
+    if bad:
+        where = "; ".join(f"rank {rank} on {host}: {why}" for rank, host, why in bad)
+        raise OutputNotShared(
+            f"output_dir {str(root)!r} is not one folder shared by all {info.world_size} processes ({where}). Rank 0 "
+            "writes metrics and the model there, and every rank writes its part of each checkpoint: put output_dir "
+            "on a file system every node mounts at the same path (NFS, Lustre, a cloud file share), or run all "
+            "processes on one machine; and never start two runs in one output_dir")
+
+
+def check_world_size(saved: int | None, info: DistInfo, where: str) -> None:
+    """Refuse to resume a checkpoint written by another number of processes (``saved``: ``None`` for checkpoints
+    written before the world size was recorded, which were single-process unless they hold several RNG files)."""
+    if saved is not None and int(saved) != info.world_size:
+        raise ValueError(
+            f"{where} was written by {saved} process(es) and this run has {info.world_size}: a resumed run must keep "
+            f"the world size (each rank's data share, RNG state and, with sharding, optimiser shard follow from it). "
+            f"Resume with --nproc_per_node x --nnodes = {saved}, or start afresh (another output_dir, or "
+            "overwrite_output_dir=true without resume_from)")
 
 
 @contextlib.contextmanager

@@ -119,6 +119,7 @@ def train_steps(
     max_grad_norm: float = 1.0,
     num_threads: int | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
+    dist: Any = None,
 ) -> None:
     """Run optimiser steps ``start_step .. steps - 1`` (see the module docstring); the model is left in train mode.
 
@@ -127,11 +128,16 @@ def train_steps(
     ``loss_tokens`` (target tokens), ``step_s`` and ``terms``: per term ``loss``, ``target_loss`` (mean
     NLL of its target tokens alone), ``tokens`` and ``loss_tokens``. ``num_threads`` sets torch's CPU
     threads during the loop (``None``: unchanged).
+
+    ``dist`` (a :class:`~.distributed.DistInfo` of several processes, the model wrapped in DDP or sharded by FSDP):
+    ``batch_for`` gives this rank's share of the step, with as many micro-batches and the same terms on every
+    rank; each term's normaliser and the row's figures are summed over the ranks, so the update and the row are
+    those of one process training on the whole step.
     """
-    import torch
+    from pivot_envs.trainers.distributed import no_sync, torch_threads
 
-    from pivot_envs.trainers.distributed import torch_threads
-
+    multi = dist is not None and dist.enabled
+    world = dist.world_size if multi else 1
     device = next(model.parameters()).device
     clip = max_grad_norm if max_grad_norm > 0 else math.inf
     model.train()
@@ -148,9 +154,11 @@ def train_steps(
                     totals[part.term] = totals.get(part.term, 0) + weight.sum()
                     batches.append((part.term, ids, mask, labels, weight))
                 micros.append(batches)
+            if multi:
+                totals = {k: v.float() for k, v in zip(sorted(totals), _summed([totals[k] for k in sorted(totals)], device))}
             stats = {term: {"sum": 0, "target_sum": 0, "target_count": 0, "tokens": 0} for term in totals}
             optimizer.zero_grad(set_to_none=True)
-            for batches in micros:
+            for n_micro, batches in enumerate(micros):
                 loss = 0
                 for term, ids, mask, labels, weight in batches:
                     nll = token_nll(model, ids, mask)
@@ -161,15 +169,20 @@ def train_steps(
                     s["sum"] = s["sum"] + weighted.detach()
                     s["target_sum"] = s["target_sum"] + (nll.detach() * target).sum()
                     s["target_count"] = s["target_count"] + target.sum()
-                    s["tokens"] += int(mask.sum())
-                loss.backward()
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+                    s["tokens"] = s["tokens"] + mask.sum()
+                with no_sync(model, skip=n_micro < len(micros) - 1):
+                    (loss * world).backward()  # DDP and FSDP average the ranks' gradients: * world makes it a sum
+            if multi:
+                for term in sorted(stats):
+                    s = stats[term]
+                    s.update(zip(sorted(s), _summed([s[k] for k in sorted(s)], device)))
+            grad_norm = clip_grad_norm(model.parameters(), clip)
             lr = optimizer.param_groups[0]["lr"]
             optimizer.step()
             scheduler.step()
             terms = {term: {"loss": float(s["sum"] / totals[term].clamp(min=1e-8)),
                             "target_loss": float(s["target_sum"] / s["target_count"].clamp(min=1)),
-                            "tokens": s["tokens"], "loss_tokens": int(s["target_count"])}
+                            "tokens": int(s["tokens"]), "loss_tokens": int(s["target_count"])}
                      for term, s in stats.items()}
             row = {"step": step + 1, "loss": sum(t["loss"] for t in terms.values()), "lr": lr, "grad_norm": grad_norm,
                    "tokens": sum(t["tokens"] for t in terms.values()),
@@ -177,3 +190,38 @@ def train_steps(
                    "step_s": time.perf_counter() - t0, "terms": terms}
             if on_step is not None:
                 on_step(row)
+
+
+def clip_grad_norm(parameters: Any, max_norm: float) -> float:
+    """``torch.nn.utils.clip_grad_norm_`` as a float; with FSDP's sharded gradients (DTensors) the norm is taken over
+    all ranks' shards (each rank's squares summed over the process group) and every shard is scaled alike."""
+    import torch
+
+    params = [p for p in parameters if p.grad is not None]
+    if not any(hasattr(p.grad, "to_local") for p in params):
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    import torch.distributed as tdist
+
+    local = [p.grad.to_local() for p in params]
+    device = local[0].device if local else torch.device("cpu")
+    squares = torch.zeros((), dtype=torch.float64, device=device)
+    for g in local:
+        squares += g.detach().double().pow(2).sum()
+    tdist.all_reduce(squares)
+    total = float(squares.sqrt())
+    if math.isfinite(max_norm):
+        coef = min(1.0, max_norm / (total + 1e-6))  # clip_grad_norm_'s rule
+        if coef < 1.0:
+            for g in local:
+                g.mul_(coef)
+    return total
+
+
+def _summed(values: list[Any], device: Any) -> list[Any]:
+    """Each value (a number or a 0-d tensor) summed over the process group, as float64 tensors."""
+    import torch
+    import torch.distributed as tdist
+
+    flat = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=device).detach().reshape(()) for v in values])
+    tdist.all_reduce(flat)
+    return list(flat.unbind())

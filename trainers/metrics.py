@@ -28,6 +28,8 @@ Keys of a row (every value summed or averaged over all processes)::
     train_tokens, train_tokens_per_s  tokens (prompt + completion, no padding) through the policy's forward and
                                       backward passes of the update (all iterations), and their rate over update_s
                                       (which also holds the pi_old / reference forwards: a lower bound)
+    world_size, sharding              processes of the run; none (DDP, or one process) or fsdp (trainers.sharding)
+    params_total, params_local        the policy's parameters; those rank 0 holds (about 1/world_size under fsdp)
     hack/accepted                     the hack monitor (:mod:`pivot_envs.verifiers.hack_monitor`): accepted samples
                                       (passed, no verifier error) of the first sampling round (PivotRL) or judged
                                       turns (episodes: turns on the expert's path, only with turn_credit > 0)

@@ -28,14 +28,25 @@ import numpy as np
 import torch
 
 from pivot_envs.agents.prompt_format import write_prompt_format
+from pivot_envs.config import ConfigError
 from pivot_envs.trainers import checkpoint as ckpt
 from pivot_envs.trainers.config import PolicyConfig
-from pivot_envs.trainers.distributed import DistInfo, barrier, no_sync, reduce_sums, unwrap, wrap_ddp
+from pivot_envs.trainers.distributed import DistInfo, barrier, check_world_size, no_sync, reduce_sums, unwrap, wrap_ddp
 from pivot_envs.trainers.episode_rollouts import normalised_entropy
+from pivot_envs.trainers.lm_loop import clip_grad_norm
 from pivot_envs.trainers.logprobs import TokenBatch, completion_logprobs, pack
 from pivot_envs.trainers.loss import pivotrl_loss
 from pivot_envs.trainers.rollout_correction import engine_logprobs, importance_weights, mismatch_sums
 from pivot_envs.trainers.schedule import build_scheduler
+from pivot_envs.trainers.sharding import (
+    full_state_dict,
+    is_sharded,
+    layout_fields,
+    load_optimizer_state,
+    optimizer_state,
+    save_whole,
+    shard,
+)
 from pivot_envs.trainers.step_stats import UpdateResult, UpdateSums
 
 __all__ = ["PolicyUpdate", "Row"]
@@ -68,6 +79,8 @@ class PolicyUpdate:
         self.device = device
         self._load_models(resume_dir)
         cfg = config
+        if cfg.sharding == "fsdp" and dist.enabled:  # before the optimiser: FSDP replaces the parameters by shards
+            self._shard()
         params = [p for p in self.policy.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.adam_eps,
                                            weight_decay=cfg.weight_decay)
@@ -122,9 +135,34 @@ class PolicyUpdate:
             self.reference = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=ref_dtype).to(self.device).eval()
             self.reference.requires_grad_(False)
 
+    def _shard(self) -> None:
+        """FSDP2 over the processes: the policy and the reference, a decoder layer at a time (mixed precision:
+        ``fsdp_param_dtype``); the policy's forwards then gather each layer's weights, in sampling too."""
+        cfg = self.config
+        if cfg.zero_variance == "resample" or (cfg.advantage == "pvpo" and cfg.pvpo_refresh_every
+                                               and cfg.pvpo_refresh_source == "profile"):
+            raise ConfigError("sharding='fsdp' needs every process to run the same forwards (each one gathers the "
+                              "layers' shards from all), but zero_variance='resample' and PVPO's refresh by profiling "
+                              "sample as many groups as each process happens to need; use zero_variance='skip' (or "
+                              "'keep') and pvpo_refresh_source='running', or sharding='none' (DDP)")
+        dtype = self.autocast_dtype if cfg.fsdp_param_dtype == "auto" else getattr(torch, cfg.fsdp_param_dtype)
+        if dtype == next(self.policy.parameters()).dtype:
+            dtype = None  # gathered as stored: no mixed precision
+        elif dtype is not None:
+            self.autocast_dtype = None  # FSDP's mixed precision runs the forwards in bfloat16 instead of autocast
+        self.policy = shard(self.policy, self.dist, self.device, param_dtype=dtype)
+        if self.reference is not None:
+            self.reference = shard(self.reference, self.dist, self.device, param_dtype=dtype)
+
     def wrap_ddp(self) -> None:
-        """Wrap the policy for DDP (a no-op in one process); call after restoring optimiser state."""
-        self.policy = wrap_ddp(self.policy, self.dist, self.device)
+        """Wrap the policy for DDP (a no-op in one process, and under FSDP: sharded at construction); call after
+        restoring optimiser state."""
+        if not is_sharded(self.policy):
+            self.policy = wrap_ddp(self.policy, self.dist, self.device)
+
+    def layout(self) -> dict[str, Any]:
+        """``world_size``, ``sharding``, ``params_total`` and ``params_local`` (this rank's share) for metrics rows."""
+        return layout_fields(self.policy, self.dist, self.config.sharding)
 
     @property
     def module(self) -> Any:
@@ -170,9 +208,14 @@ class PolicyUpdate:
         engine_lp = [engine_logprobs([rows[i].sampler_logprobs for i in c], b) if b is not None else None
                      for c, b in zip(chunks, batches)] if external else [None] * len(batches)
         correct = external and cfg.rollout_is_correction
+        sharded = is_sharded(self.policy)  # every forward is a collective: a rank without rows joins with an empty one
         with torch.no_grad(), self.autocast():
             for k, (c, b) in enumerate(zip(chunks, batches)):
                 if b is None:
+                    if sharded and recompute:
+                        self._join_forward(module)
+                    if sharded and cfg.beta > 0:
+                        self._join_forward(self.reference if self.reference is not None else None)
                     continue
                 if recompute:
                     old[k] = self.logprobs(module, b)[0]
@@ -181,13 +224,14 @@ class PolicyUpdate:
                 if cfg.beta > 0:
                     ref[k] = self.reference_logprobs(b)
         grad_norms = []
-        params = [p for p in self.policy.parameters() if p.requires_grad]
+        # the optimiser's own parameters: under FSDP the model's root may still hold the unsharded ones of a forward
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
         for iteration in range(cfg.num_iterations):
             self.optimizer.zero_grad(set_to_none=True)
             for k, (c, b) in enumerate(zip(chunks, batches)):
                 last = k == len(batches) - 1
                 if b is None:
-                    if last and self.dist.enabled:  # join the gradient all-reduce with a zero contribution
+                    if (last or sharded) and self.dist.enabled:  # join the gradient all-reduce with a zero contribution
                         with self.autocast():
                             dummy = self.policy(input_ids=torch.full((1, 1), self.pad_id, device=self.device),
                                                 use_cache=False).logits.sum() * 0.0
@@ -226,7 +270,7 @@ class PolicyUpdate:
                     sums.entropy_sum += float((entropy * b.completion_mask).sum())
                     sums.entropy_tokens += tokens
             max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else math.inf
-            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, max_norm)))
+            grad_norms.append(clip_grad_norm(params, max_norm))
             self.optimizer.step()
             self.updates += 1
             self.scheduler.step()
@@ -239,6 +283,16 @@ class PolicyUpdate:
         cfg = self.config  # DDP: one forward per backward, as its reducer expects
         shared = cfg.shared_prompt and not cfg.gradient_checkpointing and not self.dist.enabled
         return completion_logprobs(model, batch, with_entropy=with_entropy, shared_prompt=shared)
+
+    def _join_forward(self, model: Any) -> None:
+        """A one-token forward that takes part in FSDP's gathers for a rank with nothing to compute (``None``: the
+        LoRA policy with its adapters off, as :meth:`reference_logprobs`)."""
+        ids = torch.full((1, 1), self.pad_id, device=self.device)
+        if model is None:
+            with self.module.disable_adapter():
+                self.module(input_ids=ids, use_cache=False)
+        else:
+            model(input_ids=ids, use_cache=False)
 
     def reference_logprobs(self, batch: TokenBatch) -> torch.Tensor:
         """log pi_0 of the completion tokens: the frozen copy, or (LoRA) the base with adapters disabled."""
@@ -272,12 +326,15 @@ class PolicyUpdate:
 
     # ------------------------------------------------------------------ state and files
     def state_dict(self) -> dict[str, Any]:
-        """The optimiser's, the schedule's and the update count (a checkpoint's share of this object)."""
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "optimizer_updates": self.updates}
+        """The optimiser's, the schedule's, the update count and the world size (a checkpoint's share of this object;
+        collective under FSDP, which gathers the optimiser state to rank 0)."""
+        return {"optimizer": optimizer_state(self.policy, self.optimizer, self.dist),
+                "scheduler": self.scheduler.state_dict(), "optimizer_updates": self.updates,
+                "world_size": self.dist.world_size}
 
     def load_state_dict(self, state: dict[str, Any], default_updates: int = 0) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        check_world_size(state.get("world_size"), self.dist, "the checkpoint")
+        load_optimizer_state(self.policy, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.updates = int(state.get("optimizer_updates", default_updates))
 
@@ -285,9 +342,10 @@ class PolicyUpdate:
                         keep: int | None) -> Path:
         """``checkpoint-NNNNNN/`` with the model, the tokenizer, ``state`` plus :meth:`state_dict`, and the RNG
         states; keeps the newest ``keep`` checkpoints (collective under DDP)."""
+        weights = full_state_dict(self.policy, self.dist) if is_sharded(self.policy) else None
         path = ckpt.save_checkpoint(ckpt.checkpoint_path(output_dir, step), model=self.module, tokenizer=self.tokenizer,
                                     state={**state, **self.state_dict()}, info=self.dist, summary=summary,
-                                    prompt_format=self.prompt_format())
+                                    prompt_format=self.prompt_format(), weights=weights)
         if self.dist.is_main:
             ckpt.prune_checkpoints(output_dir, keep)
         barrier(self.dist)
@@ -298,14 +356,13 @@ class PolicyUpdate:
         return {"tools": self.config.prompt_tools, "max_prompt_tokens": self.config.max_prompt_tokens}
 
     def save_final(self, output_dir: Path, config: dict[str, Any]) -> Path:
-        """Rank 0 saves ``final/`` (a LoRA policy is merged into its base first) with ``pivotrl_config.json``."""
+        """Rank 0 saves ``final/``, the whole model (gathered from its shards under FSDP; a LoRA policy is merged into
+        its base first) with ``pivotrl_config.json``."""
         final = output_dir / "final"
         if self.dist.is_main:
-            model = self.module
-            if self.config.lora_r:
-                model = model.merge_and_unload()
             final.mkdir(parents=True, exist_ok=True)
-            model.save_pretrained(final)
+        save_whole(self.policy, final, self.dist, merge_lora=bool(self.config.lora_r))  # collective under FSDP
+        if self.dist.is_main:
             self.tokenizer.save_pretrained(final)
             write_prompt_format(final, **self.prompt_format())
             (final / "pivotrl_config.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")

@@ -20,7 +20,15 @@ import torch
 from pivot_envs.config import ConfigError
 from pivot_envs.trainers import checkpoint as ckpt
 from pivot_envs.trainers.config import PolicyConfig
-from pivot_envs.trainers.distributed import DistInfo, barrier, init_distributed, select_device, shutdown, torch_threads
+from pivot_envs.trainers.distributed import (
+    DistInfo,
+    barrier,
+    check_shared_dir,
+    init_distributed,
+    select_device,
+    shutdown,
+    torch_threads,
+)
 from pivot_envs.trainers.metrics import MetricsLogger, format_row, plot_metrics, truncate_metrics
 from pivot_envs.trainers.policy_update import PolicyUpdate
 from pivot_envs.trainers.step_stats import StepStats
@@ -82,10 +90,16 @@ class Run:
 
 
 def start_run(cfg: PolicyConfig) -> Run:
-    """Join the process group, pick the device, seed python/numpy/torch, find the checkpoint to resume and
+    """Join the process group, check that every rank sees one ``output_dir`` (:func:`~.distributed.check_shared_dir`),
+    pick the device, seed python/numpy/torch, find the checkpoint to resume and
     refuse an ``output_dir`` that already holds a run (unless resuming or ``overwrite_output_dir``)."""
     wants_cuda = cfg.device.startswith("cuda") or (cfg.device == "auto" and torch.cuda.is_available())
     dist = init_distributed("cuda" if wants_cuda else "cpu")
+    try:
+        check_shared_dir(cfg.output_dir, dist)  # before anything is loaded: a node-local folder fails here, not later
+    except Exception:
+        shutdown(dist)
+        raise
     run = Run(dist=dist, device=select_device(cfg.device, dist), output_dir=Path(cfg.output_dir), resume_dir=None)
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
@@ -176,12 +190,13 @@ def run_steps(trainer: Steppable, before: Callable[[], None] | None = None) -> T
     logger = MetricsLogger(run.metrics_path, report_to=cfg.report_to, run_dir=run.output_dir, config=cfg.to_dict(),
                            enabled=dist.is_main, fresh=fresh, wandb_project=cfg.wandb_project)
     row: dict[str, Any] = {}
+    layout = trainer.policy_update.layout()  # world_size, sharding, params_total, params_local (rank 0's share)
     try:
         with torch_threads(cfg.num_threads):
             if fresh and before is not None:
                 before()
             while trainer.step < cfg.steps:
-                row = trainer.train_step(trainer.step + 1)
+                row = {**trainer.train_step(trainer.step + 1), **layout}
                 trainer.step += 1
                 logger.log(row)
                 if cfg.save_every and (trainer.step % cfg.save_every == 0 or trainer.step == cfg.steps):

@@ -16,9 +16,10 @@ resumes from ``OUTPUT.checkpoint`` when run again with the same arguments.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import typer
 from rich.table import Table
@@ -53,6 +54,7 @@ def profile_command(
     batch_pivots: int = typer.Option(16, "--batch-pivots", min=1, help="Pivots per agent.sample call (all K samples of each)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Profile on Ray actors: 'local' or a cluster address (extra: ray)."),
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers", min=1, help="Ray actors (default: one per CPU)."),
+    ray_gpus: float = typer.Option(0.0, "--ray-gpus", min=0.0, help="GPUs Ray reserves per actor (e.g. 1 for an hf:MODEL agent on GPU nodes; 0.5 packs two actors a GPU). 0: the actors see no GPU."),
     fresh: bool = typer.Option(False, "--fresh", help="Delete an existing checkpoint and profile from scratch."),
     report: Optional[Path] = typer.Option(None, "--report", help="Report mode: summarise this profiled pivot file (no profiling)."),
     png: Optional[Path] = typer.Option(None, "--png", help="Also plot the report to this PNG (needs matplotlib)."),
@@ -78,14 +80,16 @@ def profile_command(
         checkpoint.unlink()
     elif checkpoint.exists():
         err_console.print(f"resuming from {checkpoint}")
-    profiled = _profile(candidates, agent, spec, k, seed, batch_pivots, checkpoint, ray, ray_workers)
+    if ray_gpus and ray is None:
+        fail("--ray-gpus reserves GPUs for Ray actors: give --ray local (or a cluster address) too")
+    profiled = _profile(candidates, agent, spec, k, seed, batch_pivots, checkpoint, ray, ray_workers, ray_gpus)
     _write_atomic(profiled, output)
     checkpoint.unlink(missing_ok=True)
     console.print(f"wrote {len(profiled)} profiled pivots to {output}")
     _print_report(profile_report(profiled, max_mean), str(output), png)
 
 
-def _profile(candidates, agent, spec, k, seed, batch_pivots, checkpoint, ray, ray_workers):
+def _profile(candidates, agent, spec, k, seed, batch_pivots, checkpoint, ray, ray_workers, ray_gpus=0.0):
     bar = progress()
     bar.columns = tuple(PivotRateColumn() if isinstance(c, RateColumn) else c for c in bar.columns)
     with bar:
@@ -99,11 +103,36 @@ def _profile(candidates, agent, spec, k, seed, batch_pivots, checkpoint, ray, ra
 
         with user_errors():
             if ray is not None:
-                return profile_pivots_ray(candidates, agent, spec, k, seed=seed, batch_pivots=batch_pivots,
-                                          checkpoint=checkpoint, progress=on_progress, address=ray,
-                                          workers=ray_workers)
+                with _ray_with_gpus(ray, ray_gpus):
+                    return profile_pivots_ray(candidates, agent, spec, k, seed=seed, batch_pivots=batch_pivots,
+                                              checkpoint=checkpoint, progress=on_progress, address=ray,
+                                              workers=ray_workers, worker_gpus=ray_gpus)
             return profile_pivots(candidates, agent, spec, k, seed=seed, batch_pivots=batch_pivots,
                                   checkpoint=checkpoint, progress=on_progress)
+
+
+@contextlib.contextmanager
+def _ray_with_gpus(address: str, gpus: float) -> Iterator[None]:
+    """With ``gpus > 0``: join (or start) Ray first and refuse a cluster with fewer GPUs than one actor reserves
+    (its actors would wait for them forever); the instance started here is shut down afterwards."""
+    if not gpus:
+        yield
+        return
+    import ray as ray_lib
+
+    started = not ray_lib.is_initialized()
+    if started:
+        ray_lib.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+    try:
+        have = float(ray_lib.cluster_resources().get("GPU", 0))
+        if have < gpus:
+            fail(f"--ray-gpus {gpus:g}: the Ray cluster ({address}) has {have:g} GPU(s), so no actor could start; "
+                 "lower --ray-gpus (0 profiles on CPUs) or join a cluster with GPUs (--ray ADDRESS)")
+        yield
+    finally:
+        if started:
+            ray_lib.shutdown()
 
 
 def _read_pivots(source: str):

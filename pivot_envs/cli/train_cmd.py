@@ -23,6 +23,7 @@ import dataclasses
 import importlib
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -79,12 +80,15 @@ def train_command(
     """Train with PivotRL (GRPO on pivots) or the SFT baseline, as a config file says."""
     with user_errors():
         algorithm, cfg, train = resolve_train_config(config, list(overrides or []))
-    _print_config(algorithm, cfg, only_changed=not dry_run)
+    main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 prints tables and progress
+    if main_rank:
+        _print_config(algorithm, cfg, only_changed=not dry_run)
     if dry_run:
         return
     with user_errors(), _load_errors():
-        result = _run_with_progress(algorithm, cfg, train)
-    _print_result(algorithm, result)
+        result = _run_with_progress(algorithm, cfg, train) if main_rank else train(cfg)
+    if main_rank:
+        _print_result(algorithm, result)
 
 
 @contextlib.contextmanager
