@@ -59,18 +59,13 @@ def test_torchrun_module_cli_trains_sft_data_parallel_and_a_resume_under_another
     assert [r["step"] for r in rows] == [1, 2]  # one writer: rank 0 (two silent runs would write 4 rows)
     assert all(r["world_size"] == 2 and r["sharding"] == "fsdp" for r in rows)
     assert all(0 < r["params_local"] <= 0.55 * r["params_total"] for r in rows)  # rank 0 holds about half
-    # both ranks' pivots are in the step: 4 pivots a step, 2 a rank (target tokens counted over both ranks)
-    from pivot_envs.trainers.sft import BatchPlan, SFTConfig, encode_example, train_sft, training_pivots
-    from transformers import AutoTokenizer
+    # the step of one process on the whole batch (each rank took half of it): same tokens, same loss
+    from pivot_envs.trainers.sft import SFTConfig, train_sft
 
-    config = SFTConfig.from_file(cfg)
-    tok = AutoTokenizer.from_pretrained(config.model)
-    pivots = training_pivots(config)
-    plan = BatchPlan(len(pivots), config.seed, config.batch_size)
-    targets = [sum(len(encode_example(tok, pivots[i], max_prompt_tokens=config.max_prompt_tokens or 10**6,
-                                      max_action_tokens=config.max_action_tokens, tools=config.prompt_tools)[1])
-                   for i in plan.batch(s)) for s in (0, 1)]
-    assert [r["loss_tokens"] for r in rows] == targets
+    single = train_sft(SFTConfig.from_file(cfg, overrides=[f"output_dir={tmp_path / 'single'}"]))
+    one = read_metrics(single.metrics_path)
+    assert [r["loss_tokens"] for r in rows] == [r["loss_tokens"] for r in one] and one[0]["world_size"] == 1
+    assert [r["loss"] for r in rows] == pytest.approx([r["loss"] for r in one], rel=1e-5)
     checkpoint = out / "checkpoint-000002"
     assert (checkpoint / "rng_rank0.pt").exists() and (checkpoint / "rng_rank1.pt").exists()
     from safetensors.torch import load_file
@@ -137,3 +132,13 @@ def test_profile_ray_gpus_reserves_gpus_per_actor(tmp_path):
     assert "--ray-gpus 2: the Ray cluster (local) has 1 GPU(s)" in " ".join(too_many.output.split())
     no_ray = CliRunner().invoke(app, base[:-4] + ["--ray-gpus", "1", "-o", str(tmp_path / "x.jsonl")])
     assert no_ray.exit_code == 2 and "give --ray local" in no_ray.output
+
+
+def test_the_episode_trainer_refuses_several_processes_before_loading_anything(tmp_path, monkeypatch):
+    from pivot_envs.config import ConfigError
+    from pivot_envs.trainers.episode_rl import EpisodeRLTrainer
+
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as torchrun sets it; the refusal comes before the process group is joined
+    with pytest.raises(ConfigError, match=r"runs in one process, but this is one of 2 .*examples/trl_episodes.py"):
+        EpisodeRLTrainer({"model": str(tmp_path / "no-model"), "output_dir": str(tmp_path / "run"), "device": "cpu"})
+    assert not (tmp_path / "run").exists()

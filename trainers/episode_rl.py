@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -284,9 +285,12 @@ class EpisodeRLTrainer:
         cfg = self.config = config if isinstance(config, EpisodeRLConfig) else EpisodeRLConfig.from_dict(config)
         if not cfg.model:
             raise ConfigError("EpisodeRLConfig.model is empty: set model to a model folder (save_pretrained) or hub id")
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # before any model loads or files are written
+            raise ConfigError(f"the episode trainer (algorithm e2e, ARPO included) runs in one process, but this is "
+                              f"one of {os.environ['WORLD_SIZE']} (torchrun or accelerate launch): start it with plain "
+                              "`pivot-envs train` or `python -m pivot_envs.cli train`; for whole tasks on several GPUs "
+                              "use TRL (examples/trl_episodes.py)")
         open_trainer(self, cfg, on_step)
-        if self.dist.world_size > 1:
-            raise ConfigError("EpisodeRLTrainer runs in one process (torchrun with several is not supported yet)")
         self.policy_update.wrap_ddp()
         module = self.policy_update.module
         sampler = build_sampler(module, self.tokenizer, cfg, batch_size=cfg.tasks_per_step)

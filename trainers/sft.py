@@ -42,7 +42,14 @@ an error unless ``resume_from`` or ``overwrite_output_dir`` is given.
 Metrics (``metrics.jsonl``, one JSON object per step; the common keys are the
 PivotRL trainer's): ``step``, ``loss``, ``lr``, ``grad_norm``, ``tokens`` (prompt
 + target tokens processed in the step), ``loss_tokens`` (target tokens),
-``tokens_per_s``, ``step_s``, ``wall_s``, ``epoch``.
+``tokens_per_s``, ``step_s``, ``wall_s``, ``epoch``, and the run's layout: ``world_size``, ``sharding``,
+``params_total``, ``params_local`` (rank 0's share).
+
+Several processes (``torchrun --nproc_per_node W -m pivot_envs.cli train --config sft.yaml``): each takes
+``batch_size / W`` of a step's pivots, the gradients are averaged (DDP, or FSDP2 with ``sharding: fsdp``), and
+the step's loss and counts are summed over the processes, so a step is the one a single process would take on
+the whole batch (up to float rounding). Rank 0 writes the metrics and the model; the output folder must be shared
+(checked at the start) and a checkpoint resumes only under the world size that wrote it.
 """
 
 from __future__ import annotations
