@@ -80,7 +80,10 @@ def test_fsdp_step_equals_ddp_step_holds_half_the_parameters_and_resumes(toy, tm
     assert d_change.norm() > 0
     assert (f_change - d_change).norm() <= 0.01 * d_change.norm()
 
-    # resumed from the sharded run's first checkpoint: the same second step and the same final weights
+    # resumed from the sharded run's first checkpoint (AdamW state as each rank's shard): the same second step and
+    # the same final weights
+    shards = tmp_path / "fsdp" / "checkpoint-000001" / "optimizer_shards"
+    assert (shards / ".metadata").exists() and len(list(shards.glob("*.distcp"))) == 2
     r_rows = read_metrics(tmp_path / "resumed" / "metrics.jsonl")
     assert r_rows[-1]["step"] == 2 and r_rows[-1]["loss"] == pytest.approx(f_rows[1]["loss"], rel=1e-6)
     f_final, r_final = weights(tmp_path / "fsdp" / "final"), weights(tmp_path / "resumed" / "final")

@@ -102,11 +102,13 @@ def save_checkpoint(
     summary: dict[str, Any] | None = None,
     prompt_format: dict[str, Any] | None = None,
     weights: dict[str, Any] | None = None,
+    write_shards: Any = None,
 ) -> Path:
     """Write a checkpoint (collective: every rank must call it); returns its folder. ``prompt_format``
     (``{"tools": ..., "max_prompt_tokens": ...}``) is recorded beside the model (agents.prompt_format).
     ``weights``: the model's whole state dict, gathered beforehand from a sharded model (FSDP), saved with the
-    model's ``save_pretrained`` in place of its own tensors (a LoRA model keeps only its adapter's)."""
+    model's ``save_pretrained`` in place of its own tensors (a LoRA model keeps only its adapter's).
+    ``write_shards(folder)``: called on every rank once the folder exists (a sharded optimiser state writes there)."""
     final = Path(path)
     tmp = final.with_name(final.name + ".tmp")
     if info.is_main:
@@ -123,6 +125,8 @@ def save_checkpoint(
         torch.save(state, tmp / "trainer_state.pt")
         (tmp / "trainer_state.json").write_text(json.dumps(summary or {}, indent=1, default=str) + "\n", encoding="utf-8")
     barrier(info)
+    if write_shards is not None:
+        write_shards(tmp)
     torch.save(rng_state(), tmp / f"rng_rank{info.rank}.pt")
     barrier(info)
     if info.is_main:

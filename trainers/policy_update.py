@@ -44,6 +44,7 @@ from pivot_envs.trainers.sharding import (
     layout_fields,
     load_optimizer_state,
     optimizer_state,
+    save_optimizer_shards,
     save_whole,
     shard,
 )
@@ -77,6 +78,7 @@ class PolicyUpdate:
         self.config = config
         self.dist = dist
         self.device = device
+        self.resume_dir = resume_dir
         self._load_models(resume_dir)
         cfg = config
         if cfg.sharding == "fsdp" and dist.enabled:  # before the optimiser: FSDP replaces the parameters by shards
@@ -327,14 +329,14 @@ class PolicyUpdate:
     # ------------------------------------------------------------------ state and files
     def state_dict(self) -> dict[str, Any]:
         """The optimiser's, the schedule's, the update count and the world size (a checkpoint's share of this object;
-        collective under FSDP, which gathers the optimiser state to rank 0)."""
+        under FSDP the optimiser's entry points to the shards every rank writes, :func:`~.sharding.optimizer_state`)."""
         return {"optimizer": optimizer_state(self.policy, self.optimizer, self.dist),
                 "scheduler": self.scheduler.state_dict(), "optimizer_updates": self.updates,
                 "world_size": self.dist.world_size}
 
     def load_state_dict(self, state: dict[str, Any], default_updates: int = 0) -> None:
         check_world_size(state.get("world_size"), self.dist, "the checkpoint")
-        load_optimizer_state(self.policy, self.optimizer, state["optimizer"])
+        load_optimizer_state(self.policy, self.optimizer, state["optimizer"], self.resume_dir)
         self.scheduler.load_state_dict(state["scheduler"])
         self.updates = int(state.get("optimizer_updates", default_updates))
 
@@ -345,7 +347,8 @@ class PolicyUpdate:
         weights = full_state_dict(self.policy, self.dist) if is_sharded(self.policy) else None
         path = ckpt.save_checkpoint(ckpt.checkpoint_path(output_dir, step), model=self.module, tokenizer=self.tokenizer,
                                     state={**state, **self.state_dict()}, info=self.dist, summary=summary,
-                                    prompt_format=self.prompt_format(), weights=weights)
+                                    prompt_format=self.prompt_format(), weights=weights,
+                                    write_shards=lambda folder: save_optimizer_shards(self.policy, self.optimizer, folder))
         if self.dist.is_main:
             ckpt.prune_checkpoints(output_dir, keep)
         barrier(self.dist)

@@ -407,7 +407,7 @@ def _train(config: SFTConfig, on_step: StepCallback | None, dist: Any) -> SFTRes
     start_step = 0
     metrics_path = out / METRICS_FILE
     if state is not None:
-        sharding.load_optimizer_state(model, optim, state["optimizer"])
+        sharding.load_optimizer_state(model, optim, state["optimizer"], resume)
         sched.load_state_dict(state["scheduler"])
         start_step = int(state["step"])
         rng = ckpt_io.load_rng_state(resume, rank)
@@ -566,14 +566,15 @@ def _save_checkpoint(path: Path, model: Any, tokenizer: Any, optim: Any, sched: 
     """``checkpoint-NNNNNN/`` in the PivotRL trainer's layout (collective: every rank writes its RNG state)."""
     from pivot_envs.trainers import checkpoint as ckpt_io
     from pivot_envs.trainers.distributed import unwrap
-    from pivot_envs.trainers.sharding import full_state_dict, is_sharded, optimizer_state
+    from pivot_envs.trainers.sharding import full_state_dict, is_sharded, optimizer_state, save_optimizer_shards
 
     optimizer = optimizer_state(model, optim, dist)
     weights = full_state_dict(model, dist) if is_sharded(model) else None
     trainer_state = {"step": step, "optimizer": optimizer, "scheduler": sched.state_dict(), "config": config.to_dict(),
                      "world_size": dist.world_size}
     ckpt_io.save_checkpoint(path, model=unwrap(model), tokenizer=tokenizer, state=trainer_state, info=dist,
-                            summary={"step": step, **row}, prompt_format=_prompt_format(config), weights=weights)
+                            summary={"step": step, **row}, prompt_format=_prompt_format(config), weights=weights,
+                            write_shards=lambda folder: save_optimizer_shards(model, optim, folder))
 
 
 def _load_state(ckpt: Path, config: SFTConfig, dist: Any = None) -> dict[str, Any]:

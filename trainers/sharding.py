@@ -14,7 +14,8 @@ ranks must run the same number of forwards: ``transformers``' ``generate`` keeps
 done (``synced_gpus``, which it switches on for a module marked FSDP-managed, as :func:`wrap_policy` marks it),
 and the trainers join every micro-batch with an empty forward where a rank has nothing to train on.
 
-Checkpoints hold whole tensors (gathered to rank 0), so a run resumes under either sharding. Not run here: NCCL
+Checkpoints hold the model whole (gathered to rank 0, which saves it) and, under FSDP, the AdamW state as each
+rank's shard (``torch.distributed.checkpoint``: no rank ever holds the whole optimiser state). Not run here: NCCL
 and GPUs (the project's machine has none); the gloo/CPU path is tested with two processes.
 """
 
@@ -135,19 +136,46 @@ def _aliases(model: Any) -> list[str]:
     return out
 
 
-def optimizer_state(model: Any, optimizer: torch.optim.Optimizer, dist: DistInfo) -> dict[str, Any] | None:
-    """The optimiser's state to checkpoint: ``optimizer.state_dict()`` (DDP, one process), or under FSDP the
-    whole state gathered to rank 0 (keyed by parameter names; ``None`` on the other ranks; collective)."""
+OPTIMIZER_SHARDS = "optimizer_shards"
+"""The folder of a checkpoint where each rank of a sharded run writes its share of the AdamW state
+(``torch.distributed.checkpoint``); ``trainer_state.pt`` then holds ``{"sharded": OPTIMIZER_SHARDS}`` in its place."""
+
+
+def optimizer_state(model: Any, optimizer: torch.optim.Optimizer, dist: DistInfo) -> dict[str, Any]:
+    """What a checkpoint's ``trainer_state.pt`` holds for the optimiser: ``optimizer.state_dict()`` (DDP, one
+    process), or under FSDP a pointer to the shards :func:`save_optimizer_shards` writes (no rank gathers the
+    whole AdamW state, 8 bytes a parameter)."""
     if not is_sharded(model):
         return optimizer.state_dict()
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-
-    state = get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    return state if dist.is_main else None
+    return {"sharded": OPTIMIZER_SHARDS}
 
 
-def load_optimizer_state(model: Any, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    """Restore what :func:`optimizer_state` gave (every rank holds the whole state; under FSDP each keeps its shard)."""
+def save_optimizer_shards(model: Any, optimizer: torch.optim.Optimizer, folder: str | Path) -> None:
+    """Every rank writes its shard of the AdamW state into ``folder / OPTIMIZER_SHARDS`` (collective; a no-op for
+    an unsharded model, whose state is in ``trainer_state.pt``)."""
+    if not is_sharded(model):
+        return
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    dcp.save({"optimizer": get_optimizer_state_dict(model, optimizer)},
+             checkpoint_id=str(Path(folder) / OPTIMIZER_SHARDS))
+
+
+def load_optimizer_state(model: Any, optimizer: torch.optim.Optimizer, state: dict[str, Any],
+                         folder: str | Path | None = None) -> None:
+    """Restore what :func:`optimizer_state` gave (``folder``: the checkpoint, where a sharded run's shards are)."""
+    if set(state) == {"sharded"}:
+        if not is_sharded(model):
+            raise ValueError(f"{folder}: the checkpoint's optimiser state is sharded (written with sharding='fsdp'); "
+                             "resume it with sharding='fsdp' and the same world size")
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+
+        current = {"optimizer": get_optimizer_state_dict(model, optimizer)}  # the layout the shards are read into
+        dcp.load(current, checkpoint_id=str(Path(folder or ".") / state["sharded"]))
+        set_optimizer_state_dict(model, optimizer, optim_state_dict=current["optimizer"])
+        return
     if not is_sharded(model):
         optimizer.load_state_dict(state)
         return
