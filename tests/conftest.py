@@ -137,7 +137,7 @@ def transformers_server(tmp_path_factory):
     """One ``transformers serve`` on 127.0.0.1 for the session (tests/servers.py), no model forced: it loads
     the local model folder each request names (its absolute path), so the tiny reference model's tests and
     the real model's share it. Skips without the serving extra of transformers."""
-    from servers import start_transformers_serve, transformers_serve_missing
+    from tests.servers import start_transformers_serve, transformers_serve_missing
 
     missing = transformers_serve_missing()
     if missing:

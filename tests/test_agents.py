@@ -15,7 +15,7 @@ from pivot_envs.env import PivotEnv
 from pivot_envs.envs_data import generator
 from pivot_envs.pipeline.extract import extract_pivots
 from pivot_envs.types import Pivot
-from servers import closed_port, control, start_fake_openai, stats
+from tests.servers import closed_port, control, start_fake_openai, stats
 
 
 @lru_cache(maxsize=8)

@@ -75,7 +75,7 @@ def three_runs(trainer: str, config: dict, root: Path, stop_after: int) -> list[
 
 @pytest.mark.slow
 def test_pivotrl_runs_repeat_bitwise_and_a_resumed_run_equals_them(tmp_path):
-    from test_pivotrl_trainer import build_toy
+    from tests.test_pivotrl_trainer import build_toy
 
     model, pivots = build_toy(tmp_path / "toy")
     config = dict(model=str(model), pivots=str(pivots), domain="tool_use", verifier="tool_call", steps=5,
@@ -90,7 +90,7 @@ def test_pivotrl_runs_repeat_bitwise_and_a_resumed_run_equals_them(tmp_path):
 
 @pytest.mark.slow
 def test_e2e_runs_repeat_bitwise_and_a_resumed_run_equals_them(tmp_path, bwrap_ok):
-    from test_episode_rl import TASK
+    from tests.test_episode_rl import TASK
     from pivot_envs.agents.prompting import action_target
     from pivot_envs.episode_env import resolve_tasks
     from pivot_envs.jsonl import write_jsonl

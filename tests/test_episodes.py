@@ -26,7 +26,7 @@ from pivot_envs.success import answer_correct, calls_made, expert_facts, facts_g
 from pivot_envs.users import LLMUser, ScriptedUser, build_user, parse_user_spec
 from pivot_envs.worlds import World, WorldError
 
-from servers import closed_port, control, start_fake_openai, start_transformers_serve, transformers_serve_missing
+from tests.servers import closed_port, control, start_fake_openai, start_transformers_serve, transformers_serve_missing
 
 DOMAINS = {"tool_use": "ToolUse", "terminal": "Terminal", "swe": "SWE", "search": "Search"}
 REFUSAL = "Sorry, I cannot help with that."
@@ -523,7 +523,7 @@ def test_play_user_errors_are_one_line_naming_the_flag(tmp_path, monkeypatch, ar
 def test_eval_episodes_reports_task_success_beside_per_turn_accuracy(tmp_path_factory, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from test_sft_eval import tiny_setup
+    from tests.test_sft_eval import tiny_setup
 
     tiny = tiny_setup(str(tmp_path_factory.getbasetemp() / "tiny-sft-eval"))
     report_path = tmp_path / "report.json"

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-import golden_verdicts as golden
+from tests import golden_verdicts as golden
 from pivot_envs.verifiers import verifier_class, verifier_names
 from pivot_envs.verifiers.strict import StrictVerifier
 from pivot_envs.types import VerifyResult

@@ -21,7 +21,7 @@ import httpx  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from tests.conftest import ROOT, scaled  # noqa: E402
-from servers import control, start_fake_openai  # noqa: E402
+from tests.servers import control, start_fake_openai  # noqa: E402
 from pivot_envs.agents.spec import build_agent  # noqa: E402
 from pivot_envs.cli import app  # noqa: E402
 from pivot_envs.episode_env import EpisodeEnv  # noqa: E402

@@ -588,7 +588,7 @@ def _torchrun(tmp_path, example: str, *args: str) -> list[dict]:
     import subprocess
     import sys
 
-    from test_trainer_ddp import free_port
+    from tests.test_trainer_ddp import free_port
 
     out = tmp_path / "facts"
     out.mkdir()

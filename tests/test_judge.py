@@ -29,7 +29,7 @@ from pivot_envs.verifiers.base import build_verifier
 from pivot_envs.verifiers.judge import JudgeVerifier
 from pivot_envs.verifiers.judge_cache import VerdictCache, cache_key
 from pivot_envs.verifiers.judge_prompt import DATA_TAGS, MalformedVerdict, Verdict, extract_block, parse_verdict
-from servers import (
+from tests.servers import (
     VALID_VERDICT,
     closed_port,
     control,

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from servers import control, free_port, start_fake_openai, start_transformers_serve, stats, transformers_serve_missing  # noqa: E402
+from tests.servers import control, free_port, start_fake_openai, start_transformers_serve, stats, transformers_serve_missing  # noqa: E402
 from tests.conftest import scaled  # noqa: E402
 
 from pivot_envs.actions import message_text  # noqa: E402

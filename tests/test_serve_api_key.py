@@ -28,7 +28,7 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from tests.conftest import ROOT, scaled  # noqa: E402
-from servers import free_port  # noqa: E402
+from tests.servers import free_port  # noqa: E402
 
 KEY = "test-" + secrets.token_hex(12)
 ENV_ID = "pivot/ToolUse-Episode-v0"

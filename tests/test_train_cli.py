@@ -283,7 +283,7 @@ def cli():
 def tiny(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from test_sft_eval import tiny_setup
+    from tests.test_sft_eval import tiny_setup
 
     return tiny_setup(str(tmp_path_factory.getbasetemp() / "tiny-sft-eval"))
 
