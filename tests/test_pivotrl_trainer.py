@@ -135,6 +135,9 @@ def test_config_errors_name_the_key_and_the_fix(tmp_path):
         PivotRLConfig(old_logprobs="sampler", temperature=0.7)
     with pytest.raises(ConfigError, match="advantage = 'ppo' is invalid: it must be one of grpo, dr_grpo, pvpo"):
         PivotRLConfig(advantage="ppo")
+    with pytest.raises(ConfigError, match=r"no tensor_parallel_size > 1: the in-process engine .* serve it"):
+        PivotRLConfig(rollout_engine="vllm", vllm_engine={"tensor_parallel_size": 2})
+    assert PivotRLConfig(vllm_engine={"tensor_parallel_size": 1, "max_model_len": 512}).vllm_engine["max_model_len"] == 512
     with pytest.raises(ConfigError, match=r"steps: expected int, got 'ten'"):
         PivotRLConfig.from_dict({"steps": "ten"})
     bad = tmp_path / "rl.json"

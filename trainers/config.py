@@ -127,7 +127,9 @@ class PolicyConfig:
     """The engine's KV cache on a CPU, in GiB (vLLM's own default takes most of the machine's memory)."""
 
     vllm_engine: dict[str, Any] = field(default_factory=dict)
-    """Extra keyword arguments of ``vllm.LLM`` (``enforce_eager``, ``max_model_len``, ``tensor_parallel_size``...)."""
+    """Extra keyword arguments of ``vllm.LLM`` (``enforce_eager``, ``max_model_len``...). Not
+    ``tensor_parallel_size`` > 1 or ``pipeline_parallel_size`` > 1: the in-process engine's weight sync
+    writes into one process's model (refused; serve the model and profile against it instead)."""
 
     rollout_is_correction: bool = True
     """With ``rollout_engine="vllm"``: weight each token's loss by the importance ratio
@@ -333,6 +335,11 @@ class PolicyConfig:
                 _fail(self, name, getattr(self, name), f"one of {', '.join(allowed)}")
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
             _fail(self, "vllm_gpu_memory_utilization", self.vllm_gpu_memory_utilization, "in (0, 1]")
+        for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+            if int(self.vllm_engine.get(key, 1) or 1) > 1:
+                _fail(self, "vllm_engine", self.vllm_engine, f"no {key} > 1: the in-process engine receives the "
+                      "policy's weights in one process; for a model that needs several GPUs to sample, serve it "
+                      "(vllm serve --tensor-parallel-size N) and train with TRL (docs/scale.md)")
         if not self.vllm_kv_cache_gib > 0:
             _fail(self, "vllm_kv_cache_gib", self.vllm_kv_cache_gib, "> 0")
         if not 0 <= self.rollout_is_min < self.rollout_is_max:

@@ -1,6 +1,6 @@
-"""Multi-process helpers (torch DDP), launched by ``torchrun`` or ``accelerate launch``.
+"""Multi-process helpers (torch DDP or FSDP2), launched by ``torchrun``.
 
-Both launchers set ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
+``torchrun`` sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
 ``MASTER_PORT``; :func:`init_distributed` reads them and starts the process
 group (``nccl`` on CUDA, ``gloo`` on CPU). Without them (a plain ``python``
 run) everything here is a no-op for a world of one::
