@@ -318,7 +318,7 @@ def test_trl_adapter_exposes_turn_rewards_and_per_turn_reward_functions():
     task = env0.tasks[0]
     factory = episode_environment_factory([task], domain="search")
     success, mean, progress = (make_episode_reward_func(), make_episode_reward_func(per_turn="mean"),
-                               make_episode_reward_func(per_turn="progress"))
+                               make_episode_reward_func(1, per_turn="progress"))
     assert (success.__name__, mean.__name__, progress.__name__) == ("episode_success", "episode_turn_mean",
                                                                     "episode_progress")
     with pytest.raises(ValueError, match="per_turn"):
