@@ -65,6 +65,7 @@ from pivot_envs.verifiers.batch import VerifierResolver
 __all__ = [
     "DATA_SOURCE_PREFIX",
     "EPISODE_AGENT_NAME",
+    "PIVOT_AGENT_NAME",
     "compute_score",
     "export_episode_parquet",
     "export_parquet",
@@ -80,6 +81,11 @@ EPISODE_AGENT_NAME = "pivot_envs_episode"
 registers under this name."""
 
 
+PIVOT_AGENT_NAME = "pivot_envs_pivot"
+"""The ``agent_name`` of a pivot row exported with ``agent_loop=True``: the agent loop
+:class:`pivot_envs.integrations.verl_agent_loop.PivotTurnAgentLoop` renders its prompt as profiling rendered it."""
+
+
 def source_split(pivots: PivotSource, split: str | None) -> str:
     """``split``, else the split a ``bundled:DOMAIN:SPLIT`` source names, else ``"train"``."""
     if split:
@@ -90,9 +96,15 @@ def source_split(pivots: PivotSource, split: str | None) -> str:
 
 
 def to_verl_rows(pivots: PivotSource, *, split: str | None = None, verifier: Any = None,
-                 prompt_mode: str = "hermes") -> list[dict[str, Any]]:
+                 prompt_mode: str = "hermes", agent_loop: bool = False) -> list[dict[str, Any]]:
     """veRL RL rows of ``pivots`` (see the module docstring); ``split`` (written to
-    ``extra_info.split``) defaults to the source's (:func:`source_split`)."""
+    ``extra_info.split``) defaults to the source's (:func:`source_split`).
+
+    ``agent_loop=True``: each row names :data:`PIVOT_AGENT_NAME` in ``agent_name``, so veRL's rollout renders
+    the prompt with :class:`~pivot_envs.integrations.verl_agent_loop.PivotTurnAgentLoop`: the token ids
+    profiling and the bundled trainer sample from (the pivot's own tools through a tool-aware template's
+    ``tools=``, the model folder's recorded prompt format), where veRL's default single-turn loop renders the
+    ``prompt`` messages (the Hermes ``<tools>`` block in the system message) with one tool list for all rows."""
     split = source_split(pivots, split)
     items = resolve_pivots(pivots, split=split)
     spec = None
@@ -103,23 +115,26 @@ def to_verl_rows(pivots: PivotSource, *, split: str | None = None, verifier: Any
         extra: dict[str, Any] = {"index": index, "split": split, "pivot_id": p.id, "domain": p.domain}
         if spec is not None:
             extra["verifier"] = spec
-        rows.append({
+        row = {
             "data_source": DATA_SOURCE_PREFIX + (p.domain or "pivot"),
             "prompt": prompt_messages(p, prompt_mode),
             "ability": "agent/" + (p.domain or "pivot"),
             "reward_model": {"style": "rule", "ground_truth": pivot_json(p)},
             "extra_info": extra,
-        })
+        }
+        if agent_loop:
+            row["agent_name"] = PIVOT_AGENT_NAME
+        rows.append(row)
     return rows
 
 
 def export_parquet(pivots: PivotSource, out: str | Path, *, split: str | None = None, verifier: Any = None,
-                   prompt_mode: str = "hermes") -> int:
-    """Write veRL's RL parquet of ``pivots`` to ``out``; returns the number of rows."""
+                   prompt_mode: str = "hermes", agent_loop: bool = False) -> int:
+    """Write veRL's RL parquet of ``pivots`` to ``out`` (:func:`to_verl_rows`); returns the number of rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = to_verl_rows(pivots, split=split, verifier=verifier, prompt_mode=prompt_mode)
+    rows = to_verl_rows(pivots, split=split, verifier=verifier, prompt_mode=prompt_mode, agent_loop=agent_loop)
     if not rows:
         raise ValueError("no pivots to export")
     out = Path(out)

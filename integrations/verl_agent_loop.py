@@ -50,10 +50,11 @@ from verl.utils.profiler import simple_timer
 
 from pivot_envs.agents.prompting import chat_messages, hermes_tools_block, template_text
 from pivot_envs.episode_env import DEFAULT_MAX_TURNS, EpisodeEnv
-from pivot_envs.integrations.verl import EPISODE_AGENT_NAME
+from pivot_envs.integrations._common import pivot_from_json, prompt_config, rendered_prompt
+from pivot_envs.integrations.verl import EPISODE_AGENT_NAME, PIVOT_AGENT_NAME
 from pivot_envs.types import Message, Trajectory
 
-__all__ = ["EPISODE_AGENT_NAME", "PivotEpisodeAgentLoop"]
+__all__ = ["EPISODE_AGENT_NAME", "PIVOT_AGENT_NAME", "PivotEpisodeAgentLoop", "PivotTurnAgentLoop"]
 
 
 def _accepts_tool_role(tokenizer: Any) -> bool:
@@ -182,3 +183,41 @@ class PivotEpisodeAgentLoop(AgentLoopBase):
         out.extra_fields["turn_scores"] = list(env.turn_rewards) if self.score_turns else []
         out.extra_fields["tool_rewards"] = []
         return out
+
+
+@register(PIVOT_AGENT_NAME)
+class PivotTurnAgentLoop(AgentLoopBase):
+    """One turn at a pivot, its prompt rendered as profiling rendered it.
+
+    Rows: :func:`pivot_envs.integrations.verl.to_verl_rows` with ``agent_loop=True`` (``agent_name``
+    :data:`PIVOT_AGENT_NAME`; the pivot in ``reward_model.ground_truth``). The prompt is
+    :func:`pivot_envs.integrations._common.rendered_prompt`'s token ids for the rollout's tokenizer with the model
+    folder's prompt settings (:func:`~pivot_envs.integrations._common.prompt_config`: ``prompt_tools`` and
+    ``max_prompt_tokens`` override them): the same ids ``pivot-envs profile``, the bundled trainer and the TRL
+    adapter use, so D_adv is measured on the prompts that are trained. One ``server_manager.generate`` call;
+    ``reward_score`` is left to veRL's reward loop (``compute_score`` with the documented keys).
+    """
+
+    def __init__(self, *args: Any, prompt_tools: str | None = None, max_prompt_tokens: int | None = None,
+                 tools: Any = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        del tools  # veRL's own tool registry: a pivot's tools are its own
+        model = self.config.actor_rollout_ref.model.path
+        self.prompt = prompt_config(model, tools=prompt_tools, max_prompt_tokens=max_prompt_tokens)
+        self.response_length = self.rollout_config.response_length
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        reward_model = kwargs.get("reward_model") or {}
+        if "ground_truth" not in reward_model:
+            raise ValueError(f"the row has no reward_model.ground_truth (the pivot as JSON); agent_name "
+                             f"{PIVOT_AGENT_NAME!r} plays rows written by pivot_envs.integrations.verl.to_verl_rows")
+        pivot = pivot_from_json(reward_model["ground_truth"])
+        prompt_ids = rendered_prompt(pivot, self.tokenizer, self.prompt).ids
+        metrics: dict[str, Any] = {}
+        with simple_timer("generate_sequences", metrics):
+            output = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=prompt_ids,
+                                                        sampling_params=sampling_params)
+        response = list(output.token_ids)[: self.response_length]
+        logprobs = list(output.log_probs)[: self.response_length] if output.log_probs else None
+        return AgentLoopOutput(prompt_ids=prompt_ids, response_ids=response, response_mask=[1] * len(response),
+                               response_logprobs=logprobs, num_turns=2, metrics=metrics)

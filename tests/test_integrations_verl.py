@@ -305,3 +305,71 @@ def test_verls_agent_loop_worker_plays_episodes_scored_by_task_success(verl, mod
         tool_text = tokenizer.decode(responses[valid & (mask == 0)])
         first_result = next(m for m in task.messages if m["role"] == "tool")["content"]
         assert first_result in tool_text  # the world's tool result, with mask 0
+
+
+class OneReplyServer:
+    """Stands in for veRL's rollout server: answers each prompt with the text ``reply(prompt_ids)`` gives."""
+
+    def __init__(self, tokenizer, reply):
+        self.tokenizer, self.reply, self.prompts = tokenizer, reply, []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.prompts.append(list(prompt_ids))
+        text = self.reply(list(prompt_ids))
+        return TokenOutput(token_ids=self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id])
+
+
+def test_verls_pivot_agent_loop_samples_from_the_profiled_prompt_of_a_tool_template(verl, model_dir, tmp_path):
+    """Rows exported with ``agent_loop=True`` are rendered by ``PivotTurnAgentLoop``: with a tool-aware template
+    (TRL's Llama 3.1 template, which puts the tools in the first user message: not the Hermes rows' text) veRL's
+    rollout server gets the very ids profiling samples from (``encode_prompt`` with the folder's prompt config);
+    the response is all model tokens, and the reward function scores it (expert 1.0, wrong 0.0)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import llama3_1_chat_template
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    from pivot_envs.agents.prompting import encode_prompt
+    from pivot_envs.integrations._common import prompt_config, prompt_messages
+    from pivot_envs.integrations.verl import export_parquet
+    from pivot_envs.sources import resolve_pivots
+
+    folder = tmp_path / "llama"
+    shutil.copytree(model_dir, folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.chat_template = llama3_1_chat_template
+    tokenizer.save_pretrained(folder)
+    pivots = [p for p in resolve_pivots("bundled:search:test") if p.tools and len(p.context) > 2][:2]
+    parquet = tmp_path / "pivots.parquet"
+    assert export_parquet(pivots, parquet, split="test", agent_loop=True) == 2
+    config = compose(verl, documented_overrides(parquet) + [
+        f"actor_rollout_ref.model.path={folder}", f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_YAML}",
+        "actor_rollout_ref.rollout.name=vllm", "data.max_prompt_length=8192", "data.max_response_length=512"])
+    profiled = [list(encode_prompt(tokenizer, p, prompt_config(str(folder)))) for p in pivots]
+    replies = {tuple(ids): message_text(p.expert) if i == 0 else WRONG for i, (ids, p) in enumerate(zip(profiled, pivots))}
+    server = OneReplyServer(tokenizer, lambda ids: replies[tuple(ids)])
+    batch = dataset_batch(config, tokenizer, parquet, range(2))
+    assert list(batch.non_tensor_batch["agent_name"]) == ["pivot_envs_pivot"] * 2
+
+    async def rollout():
+        return await AgentLoopWorker(config, llm_client=server).generate_sequences(batch)
+
+    out = asyncio.run(rollout())
+    assert sorted(server.prompts) == sorted(profiled)  # veRL sampled from the profiled prompts
+    for i, pivot in enumerate(pivots):
+        hermes = tokenizer.apply_chat_template(prompt_messages(pivot), add_generation_prompt=True, tokenize=True,
+                                               return_dict=False)
+        assert list(hermes) != profiled[i]  # the default loop's rendering would be another prompt
+        width = out.batch["responses"].shape[1]
+        valid = out.batch["attention_mask"][i][-width:] == 1
+        assert out.batch["response_mask"][i][valid].tolist() == [1] * int(valid.sum())  # every response token trains
+        prompt_width = out.batch["prompts"].shape[1]
+        prompt = out.batch["prompts"][i][out.batch["attention_mask"][i][:prompt_width] == 1].tolist()
+        assert prompt in profiled
+        text = tokenizer.decode(out.batch["responses"][i][valid], skip_special_tokens=True)
+        row = pq.read_table(parquet).to_pylist()[profiled.index(prompt)]
+        result = compute_score(row["data_source"], text, row["reward_model"]["ground_truth"], row["extra_info"])
+        assert result["score"] == (1.0 if profiled.index(prompt) == 0 else 0.0) and result["verifier_error"] == 0.0
