@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,28 +26,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.test_pivotrl_trainer import build_toy, toy_config  # noqa: E402
+from tests.test_sharding import torchrun  # noqa: E402
 
 from pivot_envs.trainers.metrics import read_metrics  # noqa: E402
 
 KEYS = ("sample_tokens_per_s", "update_s", "step_s")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def train(config: dict, path: Path) -> list[dict]:
-    """One run of ``config`` on 2 processes; its metrics rows."""
-    path.write_text(json.dumps({"algorithm": "pivotrl", **config}))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-           "-m", "pivot_envs.cli", "train", "--config", str(path)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise SystemExit(f"{path.name}: torchrun failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+    """One run of ``config`` on 2 processes (the tests' launcher: ``torchrun -m pivot_envs.cli train``); its
+    metrics rows."""
+    torchrun(config, path)
     return read_metrics(Path(config["output_dir"]) / "metrics.jsonl")
 
 

@@ -131,12 +131,17 @@ def to_verl_rows(pivots: PivotSource, *, split: str | None = None, verifier: Any
 def export_parquet(pivots: PivotSource, out: str | Path, *, split: str | None = None, verifier: Any = None,
                    prompt_mode: str = "hermes", agent_loop: bool = False) -> int:
     """Write veRL's RL parquet of ``pivots`` to ``out`` (:func:`to_verl_rows`); returns the number of rows."""
+    rows = to_verl_rows(pivots, split=split, verifier=verifier, prompt_mode=prompt_mode, agent_loop=agent_loop)
+    return _write_parquet(rows, out, "pivots")
+
+
+def _write_parquet(rows: list[dict[str, Any]], out: str | Path, what: str) -> int:
+    """``rows`` as a parquet file at ``out`` (its folder made); their number. No rows: ``ValueError``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = to_verl_rows(pivots, split=split, verifier=verifier, prompt_mode=prompt_mode, agent_loop=agent_loop)
     if not rows:
-        raise ValueError("no pivots to export")
+        raise ValueError(f"no {what} to export")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), out)
@@ -210,13 +215,5 @@ def to_verl_episode_rows(tasks: TaskSource = None, *, domain: str | None = None,
 def export_episode_parquet(tasks: TaskSource, out: str | Path, *, domain: str | None = None, split: str = "train",
                            min_reward: float | None = 1.0) -> int:
     """Write :func:`to_verl_episode_rows` of ``tasks`` as veRL's RL parquet; returns the number of rows."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     rows = to_verl_episode_rows(tasks, domain=domain, split=split, min_reward=min_reward)
-    if not rows:
-        raise ValueError("no tasks to export")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), out)
-    return len(rows)
+    return _write_parquet(rows, out, "tasks")
