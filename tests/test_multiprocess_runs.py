@@ -78,6 +78,22 @@ def test_torchrun_module_cli_trains_sft_data_parallel_and_a_resume_under_another
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_a_one_process_command_under_torchrun_is_refused_before_it_writes(tmp_path):
+    """Only ``train`` is one job over torchrun's processes: ``profile`` under it would profile twice into one
+    file, so every process exits 2 with the fix and nothing is written."""
+    out = tmp_path / "prof.jsonl"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
+           "-m", "pivot_envs.cli", "profile", "--pivots", "bundled:tool_use:test", "--agent", "noisy_expert:0.5",
+           "-k", "2", "-o", str(out)]
+    proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and not out.exists(), proc.stdout[-2000:] + proc.stderr[-4000:]
+    text = proc.stdout + proc.stderr
+    assert text.count("pivot-envs profile runs in one process, but this launch started 2") == 2  # each rank says so
+    assert "Run it without torchrun" in text
+
+
 def test_a_rank_whose_output_folder_is_private_fails_at_the_start_with_the_fix(toy, tmp_path):
     from pivot_envs.verifiers.sandbox.bwrap import find_bwrap
 
