@@ -128,8 +128,11 @@ def build_trainer(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    trainer, _ = build_trainer(args)
+    trainer, reward = build_trainer(args)
     trainer.train()
+    from pivot_envs.integrations.trl import check_scored
+
+    check_scored(reward)  # a run whose every reward was an error fails (exit 1), never ends as a success
     if trainer.accelerator.is_main_process:
         for row in trainer.state.log_history:
             if "rewards/episode_success/mean" in row:

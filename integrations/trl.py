@@ -85,7 +85,7 @@ from pivot_envs.episode_env import EpisodeEnv, bundled_domain, resolve_tasks
 from pivot_envs.sources import PivotSource, resolve_pivots
 from pivot_envs.types import Message, Pivot, VerifyResult
 
-__all__ = ["to_dataset", "make_reward_func", "PivotReward", "pivot_metrics", "check_launch", "episode_dataset", "episode_environment_factory",
+__all__ = ["to_dataset", "make_reward_func", "PivotReward", "pivot_metrics", "check_launch", "check_scored", "episode_dataset", "episode_environment_factory",
            "TRLEpisodeEnv", "make_episode_reward_func", "EpisodeReward", "completion_action"]
 
 
@@ -193,6 +193,8 @@ class PivotReward:
         self.pivots = {p.id: p for p in resolve_pivots(pivots)} if pivots is not None else {}
         self.calls: deque = _calls_window(keep_calls)
         self.n_calls = 0
+        self.n_scored = 0  # samples the verifier scored (all calls)
+        self.n_unscored = 0  # samples it could not score (an error: None to TRL)
         self._cache: dict[str, Pivot] = {}
 
     def _pivot(self, serialised: str | None, pivot_id: str | None) -> Pivot:
@@ -222,6 +224,8 @@ class PivotReward:
             for name, value in pivot_metrics(actions, pivots, results, strict):
                 log_metric(name, value)
         self.n_calls += 1
+        self.n_unscored += sum(r is None for r in rewards)
+        self.n_scored += len(rewards) - sum(r is None for r in rewards)
         if self.calls.maxlen:
             self.calls.append({"completions": list(completions), "pivot_ids": [p.id for p in pivots],
                                "rewards": list(rewards), "errors": errors,
@@ -563,6 +567,8 @@ class EpisodeReward:
             self.__name__ = PER_TURN[per_turn]
         self.calls: deque = _calls_window(keep_calls)
         self.n_calls = 0
+        self.n_scored = 0  # rollouts scored (all calls)
+        self.n_unscored = 0  # rollouts that could not be scored (an infrastructure error: None to TRL)
 
     def _reward(self, env: Any, answer: str | Message) -> float | None:
         """One rollout's reward: task success, or the per-turn summary (see the class docstring)."""
@@ -588,6 +594,8 @@ class EpisodeReward:
         if callable(log_metric) and environments:
             log_metric("episode/tool_calls", sum(e.env.tool_calls for e in environments) / len(environments))
         self.n_calls += 1
+        self.n_unscored += sum(r is None for r in rewards)
+        self.n_scored += len(rewards) - sum(r is None for r in rewards)
         if self.calls.maxlen:
             self.calls.append({
                 "prompts": list(prompts),
@@ -600,6 +608,16 @@ class EpisodeReward:
                              if e.env.task is not None else None for e in environments],
             })
         return rewards
+
+
+def check_scored(reward: Any) -> None:
+    """Raise when ``reward`` (a :func:`make_reward_func` or :func:`make_episode_reward_func` reward) scored no
+    sample in this process while it was called: a run whose every reward was an error must not end as a
+    success (TRL leaves ``None`` rewards out and trains on nothing)."""
+    if reward.n_calls and not reward.n_scored:
+        raise RuntimeError(f"{reward.__name__}: none of the {reward.n_unscored} samples of this process could be "
+                           "scored (every verifier or world call failed; see the pivot/verifier_errors metric); "
+                           "the run trained on nothing")
 
 
 def make_episode_reward_func(keep_calls: int = 0, *, per_turn: str | None = None) -> EpisodeReward:

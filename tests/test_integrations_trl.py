@@ -396,6 +396,31 @@ def test_kept_calls_are_a_bounded_window():
         make_reward_func(keep_calls=True)
 
 
+def test_a_process_whose_every_reward_errored_fails_the_run(monkeypatch):
+    """``check_scored`` (the examples call it after ``trainer.train()``): a reward that scored nothing (every
+    sample a verifier error, ``None`` to TRL, which then trains on nothing) raises; a wrong answer scored 0 is a
+    score, and a reward never called is no verdict."""
+    from pivot_envs.integrations.trl import check_scored
+    from pivot_envs.verifiers.batch import VerifierResolver
+
+    pivots = _pivots()
+    row = to_dataset(pivots[:1])[0]
+    scored, failing, idle = make_reward_func(), make_reward_func(), make_reward_func()
+    assert scored(prompts=[row["prompt"]], completions=["Done."], pivot=[row["pivot"]]) == [0.0]
+    check_scored(scored)
+    check_scored(idle)
+
+    def boom(self, actions, pivots):
+        raise RuntimeError("judge offline")
+
+    monkeypatch.setattr(type(VerifierResolver().for_pivot(pivots[0])), "verify_many", boom)
+    for _ in range(2):
+        assert failing(prompts=[row["prompt"]], completions=["x"], pivot=[row["pivot"]]) == [None]
+    assert (failing.n_scored, failing.n_unscored) == (0, 2)
+    with pytest.raises(RuntimeError, match="none of the 2 samples of this process could be scored"):
+        check_scored(failing)
+
+
 # --- PivotRL's figures through TRL's log_metric ----------------------------------------------------
 
 
