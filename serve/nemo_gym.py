@@ -40,7 +40,7 @@ converted once, digest-based pivot ids; see :mod:`pivot_envs.serve.row_reader`).
 Answers reuse each row's own text (:func:`verify_rows_text`, :func:`encode_answer`): the body is never
 re-encoded, the result fields are appended to it (spliced from the request's bytes when it is ASCII).
 :func:`verify_body_text` and :func:`verify_rows_text` are the whole work of ``/verify`` and
-``/verify_batch`` (bytes in, bytes out), so they can be measured without HTTP (``benchmarks/serve.py``).
+``/verify_batch`` (bytes in, bytes out), so they can be measured without HTTP (``benchmarks/serving/serve.py``).
 """
 
 from __future__ import annotations

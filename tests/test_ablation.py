@@ -1,4 +1,4 @@
-"""The PivotRL ablation on validation (``benchmarks/pivotrl_ablation.py``, issue 36 item 3): one run per change
+"""The PivotRL ablation on validation (``benchmarks/learning/pivotrl_ablation.py``, issue 36 item 3): one run per change
 undone beside the demo's own PivotRL run, every model played on the demo's validation tasks and paired by task."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _benchmark():
-    spec = importlib.util.spec_from_file_location("pivotrl_ablation", ROOT / "benchmarks" / "pivotrl_ablation.py")
+    spec = importlib.util.spec_from_file_location("pivotrl_ablation",
+                                                  ROOT / "benchmarks" / "learning" / "pivotrl_ablation.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,4 +1,4 @@
-"""``benchmarks/real_model.py``: runs the demo on a model, passes any other demo option through, and copies the
+"""``benchmarks/learning/real_model.py``: runs the demo on a model, passes any other demo option through, and copies the
 report where the repository keeps it (here the smoke preset on the tiny model, seconds long)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ pytest.importorskip("torch")
 
 
 def _wrapper():
-    spec = importlib.util.spec_from_file_location("real_model_benchmark", ROOT / "benchmarks" / "real_model.py")
+    spec = importlib.util.spec_from_file_location("real_model_benchmark",
+                                                  ROOT / "benchmarks" / "learning" / "real_model.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -4,7 +4,7 @@ right under the domain's default verifier; and a user's domain, installed as a p
 public API and the CLI.
 
 The cases are built here by the families of :mod:`pivot_envs.redteam` (none is written by hand), at a fixed draw of
-pivots, so a verifier change that lets one through fails this file; ``benchmarks/reward_hacks.py`` runs the same
+pivots, so a verifier change that lets one through fails this file; ``benchmarks/rewards/reward_hacks.py`` runs the same
 families at every pivot.
 """
 

@@ -126,7 +126,7 @@ def test_the_shared_prompt_gradient_repeats_bit_for_bit_at_two_threads(terminal_
     transformers' ``batch_select_indices`` does, adds them with atomic float adds at 2 CPU threads, in an order that
     depends on thread timing: on the shipped terminal base with 7 prompts x 9 rows it gave 2 different gradients in
     40 repeats once (1 in 60 another time), and PivotRL reruns parted after a few steps
-    (``benchmarks/vllm_rerun_spread.py``). A guard: 100 repeats, one gradient."""
+    (``benchmarks/vllm/vllm_rerun_spread.py``). A guard: 100 repeats, one gradient."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(terminal_base)).float().eval()

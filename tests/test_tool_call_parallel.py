@@ -360,7 +360,7 @@ def test_domain_defaults_keep_their_chosen_leniency() -> None:
 
 def test_defaults_refuse_every_respelling_that_tau2_executes_differently() -> None:
     # pivot_envs.perturb.spelling_variants: each kind is another call to tau2's servers (the benchmark executes
-    # them: benchmarks/world_exec_tau2.py); the defaults refuse all, the old lenient settings took some
+    # them: benchmarks/rewards/world_exec_tau2.py); the defaults refuse all, the old lenient settings took some
     import random
 
     from pivot_envs.perturb import SPELLING_VARIANT_KINDS, spelling_variants

@@ -54,7 +54,7 @@ def select_rows(cache: Any, index: torch.Tensor) -> None:
     """Each row of the batch from its prompt's cache row, in place, with ``index_select``: its backward adds the
     gradients of a prompt's rows in a fixed order. (Indexing, as transformers' ``batch_select_indices`` does, adds them
     with atomic float adds when torch runs several CPU threads, in an order that changes from run to run: at 2 threads
-    reruns of one config parted in their last bits after a few steps, ``benchmarks/vllm_rerun_spread.py``.)"""
+    reruns of one config parted in their last bits after a few steps, ``benchmarks/vllm/vllm_rerun_spread.py``.)"""
     layers = getattr(cache, "layers", None)
     if not layers or not all(isinstance(getattr(layer, "keys", None), torch.Tensor) for layer in layers):
         cache.batch_select_indices(index)  # a cache of another shape: its own selection

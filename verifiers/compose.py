@@ -17,7 +17,7 @@ airline and retail databases they accepted no call that executes differently). W
 world can tell, and ``world_exec`` decides it. An *accept* stage must be no more lenient than
 the decider: ``{"role": "accept", "verifier": {"name": "tool_call", "normalizers": ["strip"]}}``
 in front of ``world_exec`` would accept ``" ABC123 "``, which the world may reject.
-(``benchmarks/world_exec_tau2.py`` scores this cascade against executing the calls on tau2's
+(``benchmarks/rewards/world_exec_tau2.py`` scores this cascade against executing the calls on tau2's
 airline database.)
 
 ``cascade`` runs its stages in order; each stage has a *role*:

@@ -31,7 +31,7 @@ calls, as NL2Bash or tldr store commands (see
 Setup. A fixture's setup runs once, in its own sandbox; the resulting tree,
 its final working directory and exported variables become the seed every run
 starts from (cached per ``fixture.key()``; measured in
-``benchmarks/exec_verifier.py``, this is cheaper than replaying the setup in
+``benchmarks/verifier_speed/exec_verifier.py``, this is cheaper than replaying the setup in
 every run). A setup that ``cd``s or ``export``s therefore affects the
 commands, as in a terminal session; what it leaves outside the workdir
 (``/tmp``), shell variables it does not export and background processes it

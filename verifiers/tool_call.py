@@ -54,7 +54,7 @@ Arguments (parsed from JSON; key order never matters)
        ``5.0`` is not ``5`` either (``tail(lines=1.0)`` crashes a real
        backend), unless the expert wrote that float too. Executing such
        calls on tau2's airline and retail databases shows each of them does
-       something else (``benchmarks/world_exec_tau2.py``). For a backend
+       something else (``benchmarks/rewards/world_exec_tau2.py``). For a backend
        that validates and converts its inputs (pydantic's lax mode, as
        FastMCP servers do), opt in:
 

@@ -1,7 +1,7 @@
 """The harness endpoint's figures: issue 28's capture table (overhead, fidelity, success = replay, rollouts in
 flight, a harness killed mid-rollout) and issue 37's (expert actions through a harness per domain, exported rows
 replayed, the gain through a third-party harness). Prints the tables; keeps every part's numbers in
-benchmarks/results/harness.json (a part run again replaces its own; the others are printed as they were stored).
+benchmarks/harness/results/harness.json (a part run again replaces its own; the others are printed as they were stored).
 
 Parts (``--parts``, default all):
 
@@ -18,10 +18,10 @@ Parts (``--parts``, default all):
      every episode replayed through the episode env (``replay_rollout``): success and digest equal;
   4. killed: a harness killed (SIGKILL) after its first model call while another rollout runs; the endpoint's
      reaper abandons the killed one (idle ``--idle-timeout`` s), its world is closed, the other finishes.
-* ``expert`` (issue 37, items 2 and 3): ``benchmarks/harness_expert.py``.
-* ``gain`` (issue 37, item 7): ``benchmarks/harness_gain.py``.
+* ``expert`` (issue 37, items 2 and 3): ``benchmarks/harness/harness_expert.py``.
+* ``gain`` (issue 37, item 7): ``benchmarks/harness/harness_gain.py``.
 
-    python benchmarks/harness.py [--parts capture,expert,gain] [--rollouts 32] [--requests 30] [--max-new-tokens 32]
+    python benchmarks/harness/harness.py [--parts capture,expert,gain] [--rollouts 32] [--requests 30] [--max-new-tokens 32]
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from pivot_envs.harness.source import HarnessSource
 from pivot_envs.trainers.logprobs import completion_logprobs, pack
 from pivot_envs.types import Pivot
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "experiments" / "base_models" / "terminal"
 TASKS = "bundled:terminal:test"
 MINIMAL = [sys.executable, str(ROOT / "examples" / "harness_minimal.py"), "{task_file}"]
@@ -190,7 +190,7 @@ def killed(idle_timeout_s: float, max_new_tokens: int, tmp: Path) -> dict:
                 "other_exit": other_code, "other_status": other_result["status"], "other_error": other_result["error"]}
 
 
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 PARTS = ("capture", "expert", "gain")
 
 

@@ -1,7 +1,7 @@
 """Expert actions through a harness (issue 37, items 2 and 3): task success per domain and harness, against
 ``play --agent replay --user scripted``; and the exported rows replayed with ``pivot-envs play --agent replay:FILE``.
 
-Used by ``benchmarks/harness.py --parts expert``. Each domain's tasks are played three ways with the expert's own
+Used by ``benchmarks/harness/harness.py --parts expert``. Each domain's tasks are played three ways with the expert's own
 actions (the ``replay`` policy) and the scripted user:
 
 * ``play``: the episode env's own loop (``run_episodes``, what ``pivot-envs play --agent replay`` runs);
@@ -30,7 +30,7 @@ from pivot_envs.harness.command import HarnessSpec
 from pivot_envs.harness.export import write_rollouts
 from pivot_envs.harness.source import local_harness_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HARNESSES = {
     "harness_minimal.py": [sys.executable, str(ROOT / "examples" / "harness_minimal.py"), "{task_file}", "30"],
     "openai-agents": [sys.executable, str(ROOT / "examples" / "harness_openai_agents.py"), "{task_file}",

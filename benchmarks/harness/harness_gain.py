@@ -1,6 +1,6 @@
 """A gain measured through a third-party harness (issue 37, item 7): the recipe a user follows to train their agent.
 
-Used by ``benchmarks/harness.py --parts gain``. The harness is the OpenAI Agents SDK (``openai-agents``, unpatched):
+Used by ``benchmarks/harness/harness.py --parts gain``. The harness is the OpenAI Agents SDK (``openai-agents``, unpatched):
 ``examples/harness_openai_agents.py``'s ``main`` (an ``Agent`` whose model is ``OpenAIChatCompletionsModel`` on the
 rollout's ``base_url`` and whose tools come from the SDK's MCP client on the rollout's ``mcp_url``), run in this
 process as the trainer's callable harness (``train_episode_rl(config, harness=fn)``): the same SDK code as the
@@ -47,7 +47,7 @@ from pivot_envs.harness.command import HarnessSpec
 from pivot_envs.harness.source import local_harness_source
 from pivot_envs.types import Pivot
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "experiments" / "base_models" / "terminal"
 TEST_SEED = 200_000
 """The demo's held-out seed (``experiments/demo.py``): the same 150 generated tasks as its 201."""

@@ -1,6 +1,6 @@
 """Imports of the project's own modules inside functions (issue 19's count: <= 25, each for an optional dependency).
 
-    python benchmarks/imports_in_functions.py
+    python benchmarks/house/imports_in_functions.py
 
 Walks every function body of the package's folders (pyproject's package-dir) with ``ast`` and prints one row per
 file that has such an import, then the total. An import in a nested function is counted once.
@@ -16,7 +16,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def own_import(node: ast.AST) -> bool:

@@ -5,10 +5,10 @@ fresh process, and prints one table: wall time per stage, base and PivotRL task 
 tests of PivotRL against the base and against SFT. ``--neighbour`` adds a run beside one niced busy loop
 (a CPU-bound job sharing the two cores, as on a shared CI machine).
 
-    python benchmarks/demo_quick.py --out runs/demo_bench [--neighbour] [--only-neighbour]
+    python benchmarks/learning/demo_quick.py --out runs/demo_bench [--neighbour] [--only-neighbour]
 
 Targets (issue 17): <= 600 s of stages on 2 idle cores; base task success 0.25-0.65; PivotRL >= base + 10
-points with p < 0.05; PivotRL >= SFT. Writes ``benchmarks/results/demo_quick.json``.
+points with p < 0.05; PivotRL >= SFT. Writes ``benchmarks/learning/results/demo_quick.json``.
 """
 
 from __future__ import annotations

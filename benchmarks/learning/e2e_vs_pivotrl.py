@@ -6,9 +6,9 @@ demo's pipeline (``pivot_envs.experiments.demo``) with the arms ``base``, ``pivo
 ``arpo`` and task success measured at every ``--curve-every`` steps, in ``--out`` (a folder holding a
 finished quick demo is reused: its data, base model and profile are not redone).
 
-    python benchmarks/e2e_vs_pivotrl.py --out runs/demo [--steps 8] [--curve-every 2]
+    python benchmarks/learning/e2e_vs_pivotrl.py --out runs/demo [--steps 8] [--curve-every 2]
 
-Prints the curves and the claim, writes ``benchmarks/results/e2e_vs_pivotrl.json``.
+Prints the curves and the claim, writes ``benchmarks/learning/results/e2e_vs_pivotrl.json``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def main() -> None:
         print(f"{name}: task success diff {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] p={c['p_value']:.3g}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
-        "command": f"python benchmarks/e2e_vs_pivotrl.py --out DIR --steps {args.steps} --curve-every {args.curve_every}",
+        "command": f"python benchmarks/learning/e2e_vs_pivotrl.py --out DIR --steps {args.steps} --curve-every {args.curve_every}",
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
         "seconds_this_call": round(time.perf_counter() - t0, 1),
         "stage_seconds": report["stage_seconds"], "wall_seconds_all_calls": report["wall_seconds"], "base": {k: base[k] for k in ("task_success", "task_success_greedy")},

@@ -4,13 +4,13 @@ Trains one PivotRL run per change undone (:data:`pivot_envs.experiments.ablation
 folder, plays the base, the demo's PivotRL run and every variant on the demo's validation tasks at T=1, and prints
 each against the preset and the base (paired bootstrap over the tasks)::
 
-    .venv-vllm/bin/python benchmarks/pivotrl_ablation.py --demo runs/real36 --repeats 4 \\
+    .venv-vllm/bin/python benchmarks/learning/pivotrl_ablation.py --demo runs/real36 --repeats 4 \\
         --variants no_low_mean,g4_skip,per_step8,full_ft,lr_1e-4,lr_4e-4
 
 ``--model smollm2`` starts the real preset's demo in an empty ``--demo`` folder first (only the stages before the
 arms: data, warm-up base, profile, filter; about 20 min), so no finished demo is needed::
 
-    .venv-vllm/bin/python benchmarks/pivotrl_ablation.py --demo runs/ablation36 --model smollm2 --variants full_ft
+    .venv-vllm/bin/python benchmarks/learning/pivotrl_ablation.py --demo runs/ablation36 --model smollm2 --variants full_ft
 
 Resumable: trained runs and saved plays are reused (an interrupted call picks up where it stopped). The table goes
 to ``--results`` (``table.md`` and ``ablation.json``) as well as to stdout.
@@ -27,8 +27,8 @@ from pivot_envs.experiments.ablation import BY_NAME, run_ablation, start_demo, t
 from pivot_envs.experiments.demo import real_config
 from pivot_envs.experiments.model_source import parse_model
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "pivotrl_ablation"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results" / "pivotrl_ablation"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,10 +6,10 @@ already imported, ``--gguf FILE``: another GGUF file); then
 :func:`pivot_envs.trainers.evaluate.evaluate` runs greedy (``k=0``, no probes) on ``--pivots`` test
 pivots of each domain (a seeded sample of the bundled test split), one call per domain.
 
-    python benchmarks/pretrained.py [--pivots 20] [--domains tool_use,terminal,swe,search] [--threads 2] [--model DIR]
+    python benchmarks/learning/pretrained.py [--pivots 20] [--domains tool_use,terminal,swe,search] [--threads 2] [--model DIR]
 
 Prints a table (functional, strict, pivots, seconds per domain) and writes
-``benchmarks/results/pretrained.json`` (with a few completions per domain, to see what the model says).
+``benchmarks/learning/results/pretrained.json`` (with a few completions per domain, to see what the model says).
 """
 
 from __future__ import annotations

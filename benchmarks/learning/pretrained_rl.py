@@ -24,14 +24,14 @@ trainer's PVPO option ``pvpo_inject_expert`` (the expert action replaces one sam
 group), which gives a gradient even then; it is off by default and recorded in the output, and the
 reported ``reward_mean`` / ``zero_var_frac`` stay those of the policy's own samples (before injection).
 
-    python benchmarks/pretrained_rl.py [--domain search] [--steps 4] [--pivots-per-step 4] [--group-size 4]
+    python benchmarks/learning/pretrained_rl.py [--domain search] [--steps 4] [--pivots-per-step 4] [--group-size 4]
         [--eval-pivots 24] [--lr 1e-4] [--lora-r 8] [--threads 2] [--model DIR] [--out DIR]
 
 Cost on CPU is dominated by prompt tokens (every sample re-reads its prompt, and the loss runs forward +
 backward over prompt + completion), so keep ``--max-prompt-tokens`` small. Zero-shot figures of this
-model (``benchmarks/results/pretrained.json``): 0/20 greedy on terminal, search and tool_use.
+model (``benchmarks/learning/results/pretrained.json``): 0/20 greedy on terminal, search and tool_use.
 
-Prints a table and writes ``benchmarks/results/pretrained_rl.json`` (settings, machine, pivot selection,
+Prints a table and writes ``benchmarks/learning/results/pretrained_rl.json`` (settings, machine, pivot selection,
 both evaluations with a few completions, every step's metrics, wall seconds per phase, parameter counts,
 weight change).
 """

@@ -4,14 +4,14 @@ The experiment is the demo's own pipeline on a pretrained model (``experiments/`
 profile, filter, selection on validation task success, Base / SFT / PivotRL, the report); this script only runs
 it and copies its report where the repository keeps it::
 
-    .venv-vllm/bin/python benchmarks/real_model.py                      # runs/real_model; hours on 2 cores, resumable
-    .venv-vllm/bin/python benchmarks/real_model.py --out runs/rm2 --engine hf --seed 1
-    .venv-vllm/bin/python benchmarks/real_model.py --results benchmarks/results/real_model_lora \
+    .venv-vllm/bin/python benchmarks/learning/real_model.py                      # runs/real_model; hours on 2 cores, resumable
+    .venv-vllm/bin/python benchmarks/learning/real_model.py --out runs/rm2 --engine hf --seed 1
+    .venv-vllm/bin/python benchmarks/learning/real_model.py --results benchmarks/learning/results/real_model_lora \
         --rl-lora-r 16 --rl-lr 2e-4 --sft-lr 1e-5                      # any other demo option passes through
 
 It runs ``pivot-envs demo --model smollm2 --out OUT [--engine E] [--seed S]`` with the ``pivot-envs`` of this
 interpreter's environment (``.venv-vllm`` for vLLM rollouts: docs/vllm.md), then copies ``report.json``,
-``report.md`` and the plots to ``benchmarks/results/real_model/`` (``--results``). ``report.json`` carries the
+``report.md`` and the plots to ``benchmarks/learning/results/real_model/`` (``--results``). ``report.json`` carries the
 command that made it (``command``), issue 18's contract (``model.parameters``, ``arms.{base,sft,pivotrl}.
 {task_success, per_turn, ood_accuracy, rollout_turns}``, ``comparisons.pivotrl_vs_{base,sft}.{task_success,
 per_turn}.{diff, ci_low, ci_high, p_value}``) and issue 27's (``arms.*.task_success_greedy``,
@@ -26,8 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "real_model"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results" / "real_model"
 COPIED = ("report.json", "report.md", "accuracy.png", "per_turn.png", "training.png")
 
 

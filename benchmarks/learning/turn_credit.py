@@ -8,9 +8,9 @@ the expert's path). Task success on the held-out tasks along training, and the p
 ``e2e_credit_vs_e2e`` (paired bootstrap over tasks). A folder holding a finished quick demo is reused
 (its data, base model and profile are not redone).
 
-    python benchmarks/turn_credit.py --out runs/demo [--steps 8] [--curve-every 4] [--seeds 1]
+    python benchmarks/learning/turn_credit.py --out runs/demo [--steps 8] [--curve-every 4] [--seeds 1]
 
-Prints the table and writes ``benchmarks/results/turn_credit.json``.
+Prints the table and writes ``benchmarks/learning/results/turn_credit.json``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def main() -> None:
             print(f"{name}: task success {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] p={c['p_value']:.3g}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
-        "command": f"python benchmarks/turn_credit.py --out DIR --steps {args.steps} --curve-every {args.curve_every} "
+        "command": f"python benchmarks/learning/turn_credit.py --out DIR --steps {args.steps} --curve-every {args.curve_every} "
                    f"--seeds {args.seeds}",
         "turn_credit": TURN_CREDIT,
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},

@@ -1,8 +1,8 @@
 """Final answers: what the default verifiers wrongly accept, and what they rightly pass (issue 29).
 
-    python benchmarks/final_answers.py                       # the table for the code as it is
-    python benchmarks/final_answers.py --json OUT.json       # ... and the figures as JSON
-    python benchmarks/final_answers.py --before BEFORE.json  # before -> after, from an earlier --json
+    python benchmarks/rewards/final_answers.py                       # the table for the code as it is
+    python benchmarks/rewards/final_answers.py --json OUT.json       # ... and the figures as JSON
+    python benchmarks/rewards/final_answers.py --before BEFORE.json  # before -> after, from an earlier --json
 
 At every final-answer pivot (the expert wrote an answer, no tool call) of each built-in domain's test
 split, and of a user's world written outside the project (``tests/user_worlds/pivot_kvstore``, registered
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 USER_WORLDS = ROOT / "tests" / "user_worlds"
 
 BUILT_IN = ("tool_use", "terminal", "search")

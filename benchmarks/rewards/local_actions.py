@@ -1,4 +1,4 @@
-"""Labelled actions at a pivot, for ``benchmarks/local_rewards.py``: actions that do what the expert's did
+"""Labelled actions at a pivot, for ``benchmarks/rewards/local_rewards.py``: actions that do what the expert's did
 (*interchangeable*) and actions that do not (*wrong*), each made by a rule whose outcome is known.
 
 Every maker returns ``[(kind, label, message), ...]`` (``label``: ``"right"`` or ``"wrong"``), and makes

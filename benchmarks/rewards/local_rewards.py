@@ -1,10 +1,10 @@
 """Local rewards against labelled actions, every domain (issue 35): what each domain's default verifier accepts
 of actions that do what the expert's did, and of actions that do not.
 
-    python benchmarks/local_rewards.py                                  # every domain, the table
-    python benchmarks/local_rewards.py --domains terminal --limit 40    # one domain, 40 pivots
-    python benchmarks/local_rewards.py --json OUT.json                  # ... and the figures as JSON
-    python benchmarks/local_rewards.py --before BEFORE.json             # before -> after, from an earlier --json
+    python benchmarks/rewards/local_rewards.py                                  # every domain, the table
+    python benchmarks/rewards/local_rewards.py --domains terminal --limit 40    # one domain, 40 pivots
+    python benchmarks/rewards/local_rewards.py --json OUT.json                  # ... and the figures as JSON
+    python benchmarks/rewards/local_rewards.py --before BEFORE.json             # before -> after, from an earlier --json
 
 At each test pivot of the built-in domains (``tool_use``, ``terminal``, ``search``, ``swe``: the bundled test
 split) and of the tau2 presets (``tau2-airline``, ``tau2-retail``: the expected actions of tau2-bench's tasks,
@@ -21,7 +21,7 @@ user asked for are known is wrong, another task's answer is wrong everywhere, an
 as ``confirmation`` (:func:`local_actions.stop_actions`).
 
 "Before" figures come from the same script run on the code before issue 35 (a wheel of that commit in a venv of
-its own: ``benchmarks/results/local_rewards/README.md`` says how).
+its own: ``benchmarks/rewards/results/local_rewards/README.md`` says how).
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 attacked with the families of :mod:`pivot_envs.redteam` (wrong actions a policy finds) and fed the right spellings
 they must keep crediting.
 
-    python benchmarks/reward_hacks.py                                # every domain -> benchmarks/results/reward_hacks/
-    python benchmarks/reward_hacks.py --domains terminal --limit 40  # one domain, 40 pivots (not the frozen counts)
-    python benchmarks/reward_hacks.py --before OLD/figures.json      # a before column from an earlier run
-    python benchmarks/reward_hacks.py --freeze                       # write the case counts (only when families change)
+    python benchmarks/rewards/reward_hacks.py                                # every domain -> benchmarks/rewards/results/reward_hacks/
+    python benchmarks/rewards/reward_hacks.py --domains terminal --limit 40  # one domain, 40 pivots (not the frozen counts)
+    python benchmarks/rewards/reward_hacks.py --before OLD/figures.json      # a before column from an earlier run
+    python benchmarks/rewards/reward_hacks.py --freeze                       # write the case counts (only when families change)
 
 Every built-in domain's bundled test split (all pivots) and 30 pivots of each tau2 preset (their expected actions).
 Labels come from each family's rule and the domain's world (:mod:`pivot_envs.redteam.oracle`), never from a
@@ -35,7 +35,7 @@ from pivot_envs.redteam.run import pct, Row
 DOMAINS = ("terminal", "tool_use", "search", "swe", "tau2-airline", "tau2-retail")
 TAU2_LIMIT = 30
 RESULTS = Path(__file__).resolve().parent / "results" / "reward_hacks"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def run_domain(domain: str, limit: int | None) -> dict[str, Any]:

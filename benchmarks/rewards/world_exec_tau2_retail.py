@@ -1,6 +1,6 @@
 """Does ``pivot-envs verify --verifier world_exec --world tau2-retail`` agree with executing the calls?
 
-The retail sibling of ``benchmarks/world_exec_tau2.py``. For each expected action of the tau2-bench
+The retail sibling of ``benchmarks/rewards/world_exec_tau2.py``. For each expected action of the tau2-bench
 retail tasks (the pivot: the task's earlier actions already done), variants of the call are made
 (:func:`pivot_envs.perturb.call_variants`: key order, number spellings, letter case of ids, enums and
 free text, changed values, another tool). The truth comes from executing expert and variant
@@ -9,7 +9,7 @@ MCP): equivalent when the whole database and the tool outputs are equal.
 
 The cases are written as ``pivot-envs verify`` input rows (``expected``, ``action``, ``context``,
 ``tools``, ``meta`` without any world settings: the preset needs no per-task configuration) to
-``benchmarks/results/world_exec_tau2_retail_rows.jsonl.gz`` and verified with the engine of
+``benchmarks/rewards/results/world_exec_tau2_retail_rows.jsonl.gz`` and verified with the engine of
 ``pivot-envs verify`` (:func:`pivot_envs.verifiers.rows.verify_file`):
 
 * ``world_exec``: ``--verifier world_exec --world tau2-retail`` (the preset);
@@ -17,14 +17,14 @@ The cases are written as ``pivot-envs verify`` input rows (``expected``, ``actio
   of the successful calls; only with ``--bare``);
 * ``tool_call``: the default string rules.
 
-    python benchmarks/world_exec_tau2_retail.py [--limit N] [--seed 0] [--bare]
+    python benchmarks/rewards/world_exec_tau2_retail.py [--limit N] [--seed 0] [--bare]
     pivot-envs verify --verifier world_exec --world tau2-retail \\
-        -i benchmarks/results/world_exec_tau2_retail_rows.jsonl.gz -o /tmp/retail_verdicts.jsonl   # the same verdicts
+        -i benchmarks/rewards/results/world_exec_tau2_retail_rows.jsonl.gz -o /tmp/retail_verdicts.jsonl   # the same verdicts
 
 Half of the rows name their verifier by name only (``"verifier": "world_exec"``): they keep the
 command's ``--world`` (a clash would be an error row, never a silent replacement).
 
-Prints agreement per kind and writes ``benchmarks/results/world_exec_tau2_retail.json``.
+Prints agreement per kind and writes ``benchmarks/rewards/results/world_exec_tau2_retail.json``.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def main() -> None:
     RESULTS.write_text(json.dumps({"table": table, "rows": labels, "pivots": len(pivots), "seconds": seconds,
                                    "labelled_seconds": labelled, "verify_input": str(ROWS.name),
                                    "command": "pivot-envs verify --verifier world_exec --world tau2-retail "
-                                              f"-i benchmarks/results/{ROWS.name} -o OUT"}, indent=1))
+                                              f"-i benchmarks/rewards/results/{ROWS.name} -o OUT"}, indent=1))
 
 
 if __name__ == "__main__":

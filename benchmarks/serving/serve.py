@@ -34,10 +34,10 @@ Rows are NeMo Gym verify bodies built from the bundled ``tool_use`` test pivots 
 (~11 kB each, 7 kB of it the tools list); half the responses are the expert call, half have one argument
 changed.
 
-    python benchmarks/serve.py [--rows 512] [--clients 64] [--batch 32] [--seconds 6] [--workers 2] [--client asyncio]
+    python benchmarks/serving/serve.py [--rows 512] [--clients 64] [--batch 32] [--seconds 6] [--workers 2] [--client asyncio]
 
-Prints a table and writes ``benchmarks/results/serve.json``. The rollout service is measured by
-``benchmarks/serve_rollouts.py``.
+Prints a table and writes ``benchmarks/serving/results/serve.json``. The rollout service is measured by
+``benchmarks/serving/serve_rollouts.py``.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ from pivot_envs.sources import resolve_pivots
 from pivot_envs.verifiers import build_verifier
 from pivot_envs.verifiers.batch import VerifierResolver
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "serve.json"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results" / "serve.json"
 sys.path.insert(0, str(ROOT))
 from tests.servers import free_port  # noqa: E402
 

@@ -2,10 +2,10 @@
 
 Usage::
 
-    python benchmarks/profile_bench.py                   # builds a tiny reference model (~1 min), ~4 min in all
-    python benchmarks/profile_bench.py --model DIR       # reuse a model folder (e.g. from build_reference_model)
-    python benchmarks/profile_bench.py --no-hf           # model-free figures only (noisy_expert)
-    python benchmarks/profile_bench.py --no-ray
+    python benchmarks/training_speed/profile_bench.py                   # builds a tiny reference model (~1 min), ~4 min in all
+    python benchmarks/training_speed/profile_bench.py --model DIR       # reuse a model folder (e.g. from build_reference_model)
+    python benchmarks/training_speed/profile_bench.py --no-hf           # model-free figures only (noisy_expert)
+    python benchmarks/training_speed/profile_bench.py --no-ray
 
 Figures (K = ``--k`` samples per pivot, tool_use pivots of the bundled test split):
 
@@ -27,7 +27,7 @@ Figures (K = ``--k`` samples per pivot, tool_use pivots of the bundled test spli
   process (``ray.init`` reported separately; actor start-up included).
 
 On a machine with CUDA the ``hf`` agent runs on the GPU (``device="auto"``) and the
-figures are GPU figures. Writes ``benchmarks/results/profile.json``.
+figures are GPU figures. Writes ``benchmarks/training_speed/results/profile.json``.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from pivot_envs.envs_data import load_pivots  # noqa: E402
 from pivot_envs.pipeline.profile import Scorer, profile_pivots  # noqa: E402
 from pivot_envs.types import Pivot  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "profile.json"
+ROOT = Path(__file__).resolve().parents[2]
+OUT = Path(__file__).resolve().parent / "results" / "profile.json"
 
 
 def raw_profile(pivots: list[Pivot], agent: Any, k: int, seed: int, batch_pivots: int) -> None:

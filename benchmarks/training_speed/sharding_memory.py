@@ -2,7 +2,7 @@
 
 ::
 
-    python benchmarks/sharding_memory.py            # measures on gloo (2 CPU processes), then prints the tables
+    python benchmarks/training_speed/sharding_memory.py            # measures on gloo (2 CPU processes), then prints the tables
 
 1. Measured: the demo's terminal base model (a 1.2M-parameter Llama, ``experiments/base_models/terminal``) is
    wrapped as the trainer wraps it (:func:`pivot_envs.trainers.sharding.wrap_policy`) in two processes under
@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "experiments" / "base_models" / "terminal"
 
 BYTES = {  # bytes per parameter held by one rank, before dividing by W for the sharded paths

@@ -3,7 +3,7 @@ two processes under ``torchrun -m pivot_envs.cli train`` on gloo (CPU), the same
 
 ::
 
-    python benchmarks/sharding_rollouts.py [--steps 5] [--out benchmarks/results/sharding_rollouts.json]
+    python benchmarks/training_speed/sharding_rollouts.py [--steps 5] [--out benchmarks/training_speed/results/sharding_rollouts.json]
 
 Prints the medians over steps 2.. (step 1 warms up) of sampling throughput (``sample_tokens_per_s``), update and
 step seconds (rank 0's wall clock), and whether both layouts sampled the same tokens (``completion_len_mean`` and
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.test_pivotrl_trainer import build_toy, toy_config  # noqa: E402

@@ -6,7 +6,7 @@ runs every row whole. This times ``PolicyUpdate.update`` both ways, alternating 
 load hits both), on rows shaped like the real-model preset's steps (16 pivots x G = 8; prompts ~390 tokens and
 actions ~33: the SmolLM2 run's 54,201 trained tokens a step over 128 rows), and prints a table:
 
-    python benchmarks/shared_prompt.py --model DIR [--lora-r 16] [--pivots 16] [--group 8] [--repeats 2]
+    python benchmarks/training_speed/shared_prompt.py --model DIR [--lora-r 16] [--pivots 16] [--group 8] [--repeats 2]
 
 ``DIR``: a causal LM folder, e.g. the SmolLM2 base a real-model demo writes (``OUT/base_model``). The tokens are
 random (timing does not depend on them); the optimiser steps for real (LoRA r 16 at 2e-4 by default, as in the

@@ -3,10 +3,10 @@
 Usage::
 
     pip install trl                       # the peer arm (dev dependency of this benchmark only)
-    python benchmarks/trainer.py          # CPU comparison (~4-5 min on 2 busy cores), then the GPU section
-    python benchmarks/trainer.py --gpu-only        # only the GPU section (on a machine with CUDA); merged
+    python benchmarks/training_speed/trainer.py          # CPU comparison (~4-5 min on 2 busy cores), then the GPU section
+    python benchmarks/training_speed/trainer.py --gpu-only        # only the GPU section (on a machine with CUDA); merged
                                                    # into an existing trainer.json
-    python benchmarks/trainer.py --no-trl --sizes tiny --timing-rounds 0
+    python benchmarks/training_speed/trainer.py --no-trl --sizes tiny --timing-rounds 0
 
 CPU section (every arm in this process, one run after the other, all on ``--threads`` torch threads):
 
@@ -22,7 +22,7 @@ CPU section (every arm in this process, one run after the other, all on ``--thre
 * ``trl``: ``trl.GRPOTrainer`` with the same model folder, prompts (each pivot rendered by
   :func:`pivot_envs.agents.prompting.pivot_prompt`, given to TRL as a ``prompt`` string),
   G, reward (``parse_action`` + the ``tool_call`` verifier's ``verify_many``), steps and
-  optimiser / loss knobs (see ``benchmarks/trl_peer.py``); skipped with a message when TRL
+  optimiser / loss knobs (see ``benchmarks/training_speed/trl_peer.py``); skipped with a message when TRL
   is not installed.
 
 Two phases per workload, all runs in ABBA order (the arms swap places every round, so a drift
@@ -46,7 +46,7 @@ gradient clip -> AdamW) on random token rows; tokens/s and MFU = 6 * params * to
 step time / peak bf16 FLOPS (dense, by GPU name). Generation: ``model.generate`` sampling
 (as the ``hf`` sampler does) with a fixed number of new tokens; tokens/s.
 
-Writes ``benchmarks/results/trainer.json`` and ``benchmarks/results/trainer_rewards.png``.
+Writes ``benchmarks/training_speed/results/trainer.json`` and ``benchmarks/training_speed/results/trainer_rewards.png``.
 """
 
 from __future__ import annotations
@@ -83,9 +83,9 @@ from pivot_envs.domains import get_domain  # noqa: E402
 from pivot_envs.types import Pivot  # noqa: E402
 from pivot_envs.verifiers import build_verifier  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT_JSON = ROOT / "benchmarks" / "results" / "trainer.json"
-OUT_PNG = ROOT / "benchmarks" / "results" / "trainer_rewards.png"
+ROOT = Path(__file__).resolve().parents[2]
+OUT_JSON = Path(__file__).resolve().parent / "results" / "trainer.json"
+OUT_PNG = Path(__file__).resolve().parent / "results" / "trainer_rewards.png"
 
 TOOLS = ("alpha", "beta", "gamma", "ping")
 EXPERT_TOOL = "ping"
@@ -259,7 +259,7 @@ def run_ours(model_dir: Path, pivots_path: Path, s: PeerSettings, out_dir: Path)
 
 
 def run_peer(model_dir: Path, pivots: list[Pivot], prompts: list[str], s: PeerSettings, out_dir: Path) -> Run:
-    """TRL's GRPOTrainer (``benchmarks/trl_peer.py``) on the same model, prompts and verifier."""
+    """TRL's GRPOTrainer (``benchmarks/training_speed/trl_peer.py``) on the same model, prompts and verifier."""
     peer = run_trl(model_dir, pivots, prompts, build_verifier(VERIFIER), s, out_dir,
                    parse=get_domain(DOMAIN).parse_action)
     recs = peer["records"]

@@ -1,4 +1,4 @@
-"""The peer arm of ``benchmarks/trainer.py``: TRL's ``GRPOTrainer`` on the same model, pivots and verifier.
+"""The peer arm of ``benchmarks/training_speed/trainer.py``: TRL's ``GRPOTrainer`` on the same model, pivots and verifier.
 
 TRL is a dev dependency of this benchmark only (not of pivot-envs)::
 

@@ -8,9 +8,9 @@ Also measured: one sandbox run from the post-setup snapshot (what the
 verifier does) against replaying a 6-command setup in every run (the
 alternative design), to show what the snapshot saves.
 
-    python benchmarks/exec_verifier.py [--pairs 200] [--backend bwrap]
+    python benchmarks/verifier_speed/exec_verifier.py [--pairs 200] [--backend bwrap]
 
-Prints a table and writes ``benchmarks/results/exec.json``.
+Prints a table and writes ``benchmarks/verifier_speed/results/exec.json``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/judge.py              # ~30 s on CPU
-    python benchmarks/judge.py --delay-ms 200 --requests 512
+    python benchmarks/verifier_speed/judge.py              # ~30 s on CPU
+    python benchmarks/verifier_speed/judge.py --delay-ms 200 --requests 512
 
 The server is the project's controllable chat-completions server
 (``tests/servers.py``) in a subprocess on 127.0.0.1: it answers a valid
@@ -14,7 +14,7 @@ requests/s, and the ideal ``max_concurrency / delay``. The ``0 ms`` row measures
 the judge's own per-request cost (prompt, HTTP client, parsing); the ``cache``
 row, verdicts read back from the on-disk cache. No model runs: these figures
 are the judge's overhead, not a model's speed. Writes
-``benchmarks/results/judge.json``.
+``benchmarks/verifier_speed/results/judge.json``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from pivot_envs.actions import parse_action  # noqa: E402
@@ -90,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delay-ms", type=float, default=100.0, help="server latency per request")
     parser.add_argument("--requests", type=int, default=256, help="requests per row (rows at concurrency 1 use 16)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "judge.json")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "judge.json")
     args = parser.parse_args()
 
     rows = []

@@ -1,11 +1,11 @@
 """Verifier throughput on the red team's terminal rows (issue 48): ``pivot-envs verify`` over the cases of
-``benchmarks/reward_hacks.py`` at a fixed draw of terminal pivots, scored by the domain's default verifier of the code
+``benchmarks/rewards/reward_hacks.py`` at a fixed draw of terminal pivots, scored by the domain's default verifier of the code
 that runs it. The extra sandbox runs of the new rules (an output typed in is run again on an emptied tree; a turn's
 calls run together) must not sink the demo: target at least 0.7x the rows per second before.
 
-    python benchmarks/verifier_throughput.py --export rows.jsonl --limit 60       # the rows (this code's families)
-    python benchmarks/verifier_throughput.py --rows rows.jsonl                     # time this install's pivot-envs
-    python benchmarks/verifier_throughput.py --rows rows.jsonl --pivot-envs OLD/bin/pivot-envs   # another install
+    python benchmarks/verifier_speed/verifier_throughput.py --export rows.jsonl --limit 60       # the rows (this code's families)
+    python benchmarks/verifier_speed/verifier_throughput.py --rows rows.jsonl                     # time this install's pivot-envs
+    python benchmarks/verifier_speed/verifier_throughput.py --rows rows.jsonl --pivot-envs OLD/bin/pivot-envs   # another install
 
 Each row carries its pivot (context, tools, fixture, meta) and domain, so each install scores it with its own
 default verifier. The table: rows, seconds (the best of ``--repeats`` runs of the whole command, a fresh process each:

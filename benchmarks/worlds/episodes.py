@@ -8,9 +8,9 @@
   time of the same calls made on a second world directly, in the same states (target <= 1.2x; the
   ratio of the totals is printed beside it).
 
-    python benchmarks/episodes.py [--domains tool_use,terminal,swe,search] [--pivots 40]
+    python benchmarks/worlds/episodes.py [--domains tool_use,terminal,swe,search] [--pivots 40]
 
-Prints a table and writes ``benchmarks/results/episodes.json``.
+Prints a table and writes ``benchmarks/worlds/results/episodes.json``.
 """
 
 from __future__ import annotations

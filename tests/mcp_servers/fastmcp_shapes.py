@@ -6,7 +6,7 @@ objects (one or several), a list of texts, a list of pairs, a number, an object,
 only text goes out (a list as one JSON text block, an empty list as no block at all). The state (seats left)
 lives in the process: a fresh process is a fresh state.
 
-``CALLS`` are calls that return each shape, for tests and ``benchmarks/replay_mcp_lists.py``: importing this
+``CALLS`` are calls that return each shape, for tests and ``benchmarks/worlds/replay_mcp_lists.py``: importing this
 module defines the tools as plain functions, which is how a recorder that runs the tools in-process calls them.
 """
 

@@ -10,7 +10,7 @@ Each maker returns the rewritten command, or ``None`` where its rule does not ap
   :func:`ls_long`: ``ls -l`` for ``ls``;
 * :func:`wrong_target`: a file argument swapped for another file with other contents.
 
-Used by the red-team families (:mod:`pivot_envs.redteam.families.shell`) and ``benchmarks/local_actions.py``.
+Used by the red-team families (:mod:`pivot_envs.redteam.families.shell`) and ``benchmarks/rewards/local_actions.py``.
 """
 
 from __future__ import annotations
