@@ -5,9 +5,9 @@ The same chat requests (bundled tool_use test pivots, rendered as the openai age
 are sent (1) directly with ``AsyncOpenAI`` round-robin over both backends at the same concurrency,
 then scored with ``verify_batch``, and (2) through the rollout service over HTTP (POST /rollouts,
 poll GET /rollouts/{id}). (3) repeats (2) with one backend killed once the job is running: every
-sample must still come back. Prints a table; writes benchmarks/results/serve_rollouts.json.
+sample must still come back. Prints a table; writes benchmarks/serving/results/serve_rollouts.json.
 
-    python benchmarks/serve_rollouts.py [--pivots 12] [--n 4] [--max-tokens 24] [--repeats 3]
+    python benchmarks/serving/serve_rollouts.py [--pivots 12] [--n 4] [--max-tokens 24] [--repeats 3]
 """
 
 import argparse
@@ -20,13 +20,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 
-from servers import start_transformers_serve  # noqa: E402
-from test_rollouts import call, running  # noqa: E402
+from tests.servers import start_transformers_serve  # noqa: E402
+from tests.test_rollouts import call, running  # noqa: E402
 
-from pivot_envs.agents.openai_agent import OpenAIAgent, _completion  # noqa: E402
+from pivot_envs.agents.openai_agent import OpenAIAgent, parse_choice  # noqa: E402
 from pivot_envs.serve.rollouts import RolloutService  # noqa: E402
 from pivot_envs.sources import resolve_pivots  # noqa: E402
 from pivot_envs.verifiers.batch import VerifierResolver, verify_batch  # noqa: E402
@@ -36,7 +36,7 @@ def direct(urls, model, pivots, n, max_tokens, concurrency):
     from openai import AsyncOpenAI
 
     agent = OpenAIAgent(model, "http://unused/v1", temperature=1.0, max_new_tokens=max_tokens)
-    bodies = [(p, agent._body(p)) for p in pivots for _ in range(n)]
+    bodies = [(p, agent.request_body(p)) for p in pivots for _ in range(n)]
 
     async def main():
         clients = [AsyncOpenAI(base_url=u, api_key="EMPTY", max_retries=0, timeout=120) for u in urls]
@@ -45,7 +45,7 @@ def direct(urls, model, pivots, n, max_tokens, concurrency):
         async def one(k, body):
             async with sem:
                 resp = await clients[k % len(clients)].chat.completions.create(**body, logprobs=True)
-            return _completion(resp.choices[0])
+            return parse_choice(resp.choices[0])
 
         try:
             return await asyncio.gather(*(one(k, b) for k, (_, b) in enumerate(bodies)))
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=24)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "serve_rollouts.json"))
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "serve_rollouts.json"))
     args = parser.parse_args()
 
     from pivot_envs.models.reference import build_reference_model
