@@ -17,7 +17,7 @@ from pivot_envs.builtin_domains import register_builtin_domains
 register_builtin_domains()
 load_plugins()  # third-party domains (entry-point group "pivot_envs.domains") get their env ids too
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Action",

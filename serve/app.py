@@ -45,6 +45,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict
 
+import pivot_envs
 from pivot_envs.domains import all_domains, get_domain
 from pivot_envs.serve import nemo_gym, openenv
 from pivot_envs.serve.auth import ApiKeyMiddleware
@@ -296,7 +297,7 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
         if service is not None:  # stop the rollout pipeline's workers and close its backend clients
             await service.aclose()
 
-    app = FastAPI(title="pivot-envs serve", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="pivot-envs serve", version=pivot_envs.__version__, lifespan=lifespan)
     app.state.serve = state
 
     fast_routes: dict[str, tuple[Any, Any]] = {}  # filled below, once the routes exist
