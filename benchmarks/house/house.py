@@ -19,8 +19,8 @@ layout after a move as well as before. Each figure, as counted:
   (with or without modules: ``envs_data/terminal/``) is also a place, unless it is a model folder (it holds a
   ``config.json``: the demo's prebuilt base for D is an experiment's artefact, not the domain). A *place* is the topmost folder named D
   on a file's path, else the file itself. Target: 1 (one folder).
-* **files to open to add a verifier for a new action type**: the new module itself (1), plus every *hand-kept
-  list*: a project module with a module-level tuple, list, set or dict literal holding >= 3 registered verifier
+* **files to open to add a verifier for a new action type**: the new module and its test (2), plus every
+  *hand-kept list*: a project module with a module-level tuple, list, set or dict literal holding >= 3 registered verifier
   names or verifier module names, or importing >= 3 verifier-registering modules in one module-level statement;
   ``.importlinter`` when it names >= 3 ``pivot_envs.verifiers.<module>`` one by one; a ``docs/*.md`` table with
   >= 3 rows that start with a registered verifier name, unless the 5 lines above it say ``generated``. Registered
@@ -421,7 +421,7 @@ def measure(domains: tuple[str, ...], contracts: bool = False) -> dict:
     return {
         "modules": len(modules),
         "domain_places": {d: {"places": len(p), "where": p} for d, p in places.items()},
-        "add_verifier": {"files": 1 + len(lists), "hand_lists": len(lists), "where": lists,
+        "add_verifier": {"files": 2 + len(lists), "hand_lists": len(lists), "where": lists,
                          "registered": len(names), "registering_modules": len(set(names.values()))},
         "change_advantage": {"files": len(advantage), "modes": sorted(modes), "where": advantage},
         "config_fields": shared_fields(config_fields(modules)),
@@ -460,7 +460,7 @@ def detail(figures: dict) -> str:
         out.append(f"\n{domain}: {v['places']} places")
         out += [f"  {p}" + (f" ({', '.join(files)})" if files != [p] else "") for p, files in v["where"].items()]
     add = figures["add_verifier"]
-    out.append(f"\nadd a verifier: the new module + {add['hand_lists']} lists by hand "
+    out.append(f"\nadd a verifier: the new module, its test + {add['hand_lists']} lists by hand "
                f"({add['registered']} registered names in {add['registering_modules']} modules)")
     out += [f"  {p}: {why}" for p, why in add["where"].items()]
     out.append(f"\nchange the advantage: {figures['change_advantage']['files']} files")
