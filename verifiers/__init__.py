@@ -1,7 +1,7 @@
 """Verifiers: decide whether an action is functionally equivalent to the expert's.
 
 Import :func:`build_verifier` to get one by name or config; every built-in is
-registered when this package is imported.
+registered when this package is imported (:mod:`pivot_envs.verifiers.catalog` imports each of its modules).
 """
 
 from pivot_envs.verifiers.base import (

@@ -20,7 +20,7 @@ from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.compose import PicklesByConfig
 
 
-@register_verifier("coverage")
+@register_verifier("coverage", accepted_by="facts")
 @dataclass
 class CoverageVerifier(PicklesByConfig, Verifier):
     """The action's text carries at least ``min_share`` of the expert text's content words."""

@@ -39,9 +39,12 @@ from pivot_envs.refusal import is_refusal
 from pivot_envs.stop_language import confirms, stop_problem
 from pivot_envs.types import Action, Pivot, VerifyResult, content_text
 from pivot_envs.verifiers.base import Verifier
+from pivot_envs.verifiers.declaration import declare
 from pivot_envs.worlds import TaskState
 
-STOP = "stop"
+STOP = declare("stop", accepted_by="state", module=__name__,
+               doc="A stop where the world already holds the task's final state and the answer carries what the "
+                   "expert's answer told: the verdict of ``final_turn``'s stop rules, not a verifier one builds").name
 """The verifier name of a verdict these rules decided by the world's state (what accepted it: the state)."""
 
 
@@ -174,3 +177,8 @@ def judge_information(action: Action, pivot: Pivot, after: dict) -> VerifyResult
 def expert_text(pivot: Pivot) -> str:
     """The text of the expert's own answer at ``pivot``."""
     return content_text(pivot.expert.get("content")).strip()
+
+
+def expert_stopped(pivot: Pivot) -> bool:
+    """The expert wrote text without a tool call at this turn (it ended the task or answered)."""
+    return not pivot.expert.get("tool_calls")
