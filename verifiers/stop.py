@@ -1,5 +1,8 @@
 """Stopping judged by the world's state: the rules ``final_turn`` applies to a text action (a stop).
 
+The ``stop`` verdict is declared here (:data:`STOP`): the name these rules' passing verdicts carry, a verdict that no
+verifier builds, which reports count as accepted by the world's ``state`` (:mod:`pivot_envs.verifiers.accepted_by`).
+
 A stop ends the agent's work with an answer. Whether that is right depends on where the task stands
 (:class:`~pivot_envs.worlds.TaskState`, read off the pivot's world) and on what the answer tells:
 
