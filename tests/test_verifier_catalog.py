@@ -17,8 +17,8 @@ from pivot_envs.types import VerifyResult
 from pivot_envs.verifiers import build_verifier, verifier_names
 from pivot_envs.verifiers.accepted_by import accepted_by, category
 from pivot_envs.verifiers.base import VERIFIERS
-from pivot_envs.verifiers.catalog import discover, table
-from pivot_envs.verifiers.declaration import declarations, declared, forget
+from pivot_envs.verifiers.catalog import built_in, discover, table
+from pivot_envs.verifiers.declaration import declared, forget
 from pivot_envs.verifiers.final_turn import ROUTES, FinalTurnVerifier, turn_kind
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,9 +27,9 @@ COMBINATORS = {"all", "any", "cascade", "weighted", "by_tool"}
 
 
 def test_each_verifier_is_a_module_of_its_name() -> None:
-    built_in = [d for d in declarations() if d.registered]
-    assert len(built_in) == 18 and set(verifier_names()) >= {d.name for d in built_in}
-    for d in built_in:
+    verifiers = [d for d in built_in() if d.registered]
+    assert len(verifiers) == 18 and set(verifier_names()) >= {d.name for d in verifiers}
+    for d in verifiers:
         expected = "compose" if d.name in COMBINATORS else d.name
         assert d.module == f"pivot_envs.verifiers.{expected}", d
     assert declared("stop") is not None and declared("stop").module == "pivot_envs.verifiers.stop"
@@ -41,7 +41,7 @@ def test_accepted_by_reports_the_categories_as_before() -> None:
         "strict": "exact", "tool_call": "arguments", "fuzzy": "similarity", "exec": "effect", "world_exec": "effect",
         "retrieves": "effect", "stop": "state", "facts": "facts", "coverage": "facts", "judge": "judge",
         "tool_name": "tool name", "swe_call": "tool name"}
-    for d in declarations():
+    for d in built_in():
         assert d.accepted_by == before.get(d.name, "other"), d.name
     assert category("a user's own") == "other"
 

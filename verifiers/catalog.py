@@ -40,10 +40,15 @@ def _markdown(doc: str) -> str:
     return doc.replace("``", "`").replace("|", "/")
 
 
+def built_in() -> list[Declaration]:
+    """The declarations of the package's own modules (not those of a user's or a test's verifier), by name."""
+    return [d for d in declarations() if d.module.startswith(f"{PACKAGE}.")]
+
+
 def table() -> str:
-    """The markdown table of every declared verifier and verdict name: what it checks, where, what it reports."""
+    """The markdown table of every built-in verifier and verdict name: what it checks, where, what it reports."""
     rows = ["| name | checks | accepted by | module |", "|---|---|---|---|"]
-    for d in declarations():
+    for d in built_in():
         name = f"`{d.name}`" if d.registered else f"`{d.name}` (a verdict, not a verifier)"
         rows.append(f"| {name} | {_markdown(d.doc)} | {d.accepted_by} | `{_source(d)}` |")
     return "\n".join(rows)
