@@ -76,7 +76,7 @@ from pivot_envs.integrations._common import (
     rendered_prompt,
     score_actions,
 )
-from pivot_envs.verifiers.accepted_by import CATEGORIES
+from pivot_envs.verifiers.declaration import CATEGORIES
 from pivot_envs.verifiers.base import build_verifier
 from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
 from pivot_envs.verifiers.hack_monitor import HACKS, category_key, hack_counts

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from pivot_envs.types import Pivot
-from pivot_envs.verifiers.shell_words import shell_words
+from pivot_envs.verifiers.helpers.shell_words import shell_words
 
 MODES = ("adv", "random", "pvpo")
 

@@ -1,7 +1,7 @@
 """What an answer adds to the expert's: the part of ``grounded`` that looks past recall.
 
 An answer that carries every fact of the expert's answer can still be wrong by what it adds. The ``facts``
-verifier (``grounded``, :mod:`pivot_envs.verifiers.final_turn`) and the stop rules (:mod:`pivot_envs.verifiers.stops`)
+verifier (``grounded``, :mod:`pivot_envs.verifiers.final_turn`) and the stop rules (:mod:`pivot_envs.verifiers.stop`)
 fail an answer, where the expert's answer does not do the same, that
 
 * **retracts or contradicts** what it said (``Correction: that is wrong, ignore the above``, ``scratch that``);

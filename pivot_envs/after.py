@@ -1,6 +1,6 @@
 """What the expert did after a turn of its trajectory: the record a pivot carries in ``meta["after"]``.
 
-Whether stopping at a pivot is right depends on what the expert went on to do (:mod:`pivot_envs.verifiers.stops`):
+Whether stopping at a pivot is right depends on what the expert went on to do (:mod:`pivot_envs.verifiers.stop`):
 its later tool calls (replayed, they tell whether the world already holds the task's final state), its final
 answer, and that answer's facts, with those no tool had returned by the pivot's turn. Extraction
 (:func:`pivot_envs.pipeline.extract.extract_pivots`) and the tau2 reader record it for every pivot.

@@ -17,7 +17,7 @@ decided without a model by :func:`reads_as_stop`, in this order:
    ``all set``), or a closing (``glad``, ``anything else``, ``take care``, ``thanks``).
 
 Rules 1-4 are :func:`stop_problem` (no text that breaks them ends the work), rule 5 :func:`confirms`. The stop rule
-(:func:`pivot_envs.verifiers.stops.judge_done`) accepts a text without a problem that either confirms or says what
+(:func:`pivot_envs.verifiers.stop.judge_done`) accepts a text without a problem that either confirms or says what
 the expert's own final answer says (60 % of its content words: "Refunds usually take 5-7 business days" where the
 expert said so).
 

@@ -18,9 +18,11 @@ import pytest
 from pivot_envs.actions import parse_action
 from pivot_envs.types import Fixture, Pivot
 from pivot_envs.verifiers.base import build_verifier
-from pivot_envs.verifiers.commands import CommandExtractor, fenced_commands, one_script
+from pivot_envs.verifiers.helpers.commands import CommandExtractor, fenced_commands, one_script
 from pivot_envs.verifiers import exec as exec_module
-from pivot_envs.verifiers.exec import ExecVerifier, LRUCache, normalize_output
+from pivot_envs import cache as cache_module
+from pivot_envs.cache import LRUCache
+from pivot_envs.verifiers.exec import ExecVerifier, normalize_output
 from pivot_envs.verifiers.sandbox import SandboxUnavailable, get_backend
 
 from tests.conftest import scaled, shared_file
@@ -180,7 +182,7 @@ def test_expert_retry_budget_carries_to_candidates(bwrap_ok, monkeypatch) -> Non
 
 def test_failures_are_remembered_for_a_while(bwrap_ok, monkeypatch) -> None:
     clock = [1000.0]  # the caches' clock, moved by hand: no wall-clock race between the calls
-    monkeypatch.setattr(exec_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(cache_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
     monkeypatch.setattr(exec_module, "FAILURE_TTL_S", 0.5)
     verifier = ExecVerifier(backend="bwrap", max_output_bytes=10_000)
     pivot = make_pivot("seq 1 100000")

@@ -12,7 +12,8 @@ from pivot_envs.actions import message_text, parse_action
 from pivot_envs.envs_data import load_pivots
 from pivot_envs.types import VerifyResult
 from pivot_envs.verifiers import build_verifier
-from pivot_envs.verifiers.accepted_by import BY_VERIFIER, CATEGORIES
+from pivot_envs.verifiers.accepted_by import category
+from pivot_envs.verifiers.declaration import CATEGORIES
 from pivot_envs.verifiers.hack_monitor import HackCounts, category_key, hack_counts, hack_flags, metric_names
 
 TOOL_USE = {p.id: p for p in load_pivots("tool_use", "test")}
@@ -115,7 +116,7 @@ def recount(samples) -> dict:
         expert_text = pivot.expert.get("content") or ""
         long += calls == expert_calls == 0 and len(expert_text) > 0 and len(action.content) > 3 * len(expert_text)
         exact = strict_key(action.message) == strict_key(pivot.expert) or verifier == "strict"
-        by["exact" if exact else BY_VERIFIER.get(verifier, "other")] += 1
+        by["exact" if exact else category(verifier)] += 1
     share = (lambda k: k / n if n else None)
     out = {"hack/accepted": n, "hack/more_calls": share(more), "hack/stop_at_call": share(stop),
            "hack/long_answer": share(long)}

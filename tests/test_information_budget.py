@@ -13,7 +13,7 @@ import pytest
 from pivot_envs.types import Fixture, Pivot
 from pivot_envs.verifiers import build_verifier
 from pivot_envs.verifiers.defaults import default_verifier_spec
-from pivot_envs.verifiers.information import command_units, compare
+from pivot_envs.verifiers.helpers.information import command_units, compare
 from pivot_envs.worlds import build_world
 
 FIXTURE = Fixture(files={"logs/app.log": "ok\nERROR a\nERROR b\n", "notes.txt": "2 items\n",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pivot_envs.verifiers.call_targets import call_targets, target_difference
-from pivot_envs.verifiers.information import compare, dump_reason, status_difference
-from pivot_envs.verifiers.shell_words import shell_words
+from pivot_envs.verifiers.helpers.call_targets import call_targets, target_difference
+from pivot_envs.verifiers.helpers.information import compare, dump_reason, status_difference
+from pivot_envs.verifiers.helpers.shell_words import shell_words
 
 LS = "app.log\nnotes.txt\n"
 LS_L = ("total 8\n-rw-r--r-- 1 nobody nogroup 120 Nov 27 20:51 app.log\n"

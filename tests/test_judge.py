@@ -27,8 +27,8 @@ from pivot_envs.actions import parse_action
 from pivot_envs.types import Pivot
 from pivot_envs.verifiers.base import build_verifier
 from pivot_envs.verifiers.judge import JudgeVerifier
-from pivot_envs.verifiers.judge_cache import VerdictCache, cache_key
-from pivot_envs.verifiers.judge_prompt import DATA_TAGS, MalformedVerdict, Verdict, extract_block, parse_verdict
+from pivot_envs.verifiers.helpers.judge_cache import VerdictCache, cache_key
+from pivot_envs.verifiers.helpers.judge_prompt import DATA_TAGS, MalformedVerdict, Verdict, extract_block, parse_verdict
 from tests.servers import (
     VALID_VERDICT,
     closed_port,

@@ -10,7 +10,7 @@ import pytest
 from pivot_envs.envs_data import load_pivots
 from pivot_envs.verifiers import build_verifier
 from pivot_envs.verifiers.defaults import default_verifier_spec
-from pivot_envs.verifiers.shell_programs import command_kind, command_paths, outside
+from pivot_envs.verifiers.helpers.shell_programs import command_kind, command_paths, outside
 
 
 def call(name: str, **arguments) -> dict:

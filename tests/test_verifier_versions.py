@@ -9,7 +9,8 @@ import pytest
 
 from pivot_envs.types import VerifyResult
 from pivot_envs.verifiers import Verifier, build_verifier, register_verifier
-from pivot_envs.verifiers.base import _REGISTRY
+from pivot_envs.verifiers.base import VERIFIERS
+from pivot_envs.verifiers.declaration import forget
 from pivot_envs.verifiers.defaults import default_verifier_spec
 from pivot_envs.verifiers.strict import StrictVerifier
 from pivot_envs.verifiers.coverage import CoverageVerifier
@@ -52,7 +53,8 @@ class NestedVerifier(Verifier):
 def _unregister():
     yield
     for name in ("versions_test_plain", "versions_test_nested"):
-        _REGISTRY.pop(name, None)
+        VERIFIERS.unregister(name)
+        forget(name)
 
 
 def test_a_verifier_that_declares_nothing_is_version_1():

@@ -13,7 +13,7 @@ from pivot_envs.envs_data import load_pivots
 from pivot_envs.types import Fixture, Pivot
 from pivot_envs.verifiers import build_verifier
 from pivot_envs.verifiers.defaults import default_verifier_spec
-from pivot_envs.verifiers.whole_turn import perfect_matching, route
+from pivot_envs.verifiers.helpers.whole_turn import perfect_matching, route
 from pivot_envs.actions import parse_action
 
 

@@ -29,6 +29,7 @@ from pivot_envs.actions import parse_action
 from pivot_envs.config import ConfigError, unknown_key_error
 from pivot_envs.registry import Registry
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
+from pivot_envs.verifiers.declaration import declare, doc_line
 
 VerifierSpec = Any
 """A verifier name (``"strict"``), a config dict (``{"name": ..., **params}``) or a Verifier."""
@@ -59,7 +60,7 @@ class Verifier:
 
     def verify_many(self, actions: Sequence[Action], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
         """Verify a batch, in order. ``pivots`` may be one pivot shared by all actions (a group)."""
-        pivot_list = _broadcast(pivots, len(actions))
+        pivot_list = broadcast(pivots, len(actions))
         return [self.safe_verify(a, p) for a, p in zip(actions, pivot_list)]
 
     async def averify(self, action: Action, pivot: Pivot) -> VerifyResult:
@@ -67,7 +68,7 @@ class Verifier:
         return await asyncio.to_thread(self.safe_verify, action, pivot)
 
     async def averify_many(self, actions: Sequence[Action], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
-        pivot_list = _broadcast(pivots, len(actions))
+        pivot_list = broadcast(pivots, len(actions))
         return list(await asyncio.gather(*(self.averify(a, p) for a, p in zip(actions, pivot_list))))
 
     def safe_verify(self, action: Action | str | Message, pivot: Pivot) -> VerifyResult:
@@ -100,7 +101,8 @@ def _config_value(value: Any) -> Any:
     return value
 
 
-def _broadcast(pivots: Sequence[Pivot] | Pivot, n: int) -> list[Pivot]:
+def broadcast(pivots: Sequence[Pivot] | Pivot, n: int) -> list[Pivot]:
+    """The pivots of a batch of ``n`` actions: ``pivots`` itself, or one pivot shared by all of them (a group)."""
     if isinstance(pivots, Pivot):
         return [pivots] * n
     pivot_list = list(pivots)
@@ -127,11 +129,15 @@ VERIFIERS: Registry[type[Verifier]] = Registry(
 """The verifier registry: :func:`register_verifier` adds to it, :func:`build_verifier` builds from it."""
 
 
-def register_verifier(name: str) -> Callable[[V], V]:
-    """Class decorator: register a Verifier subclass under ``name`` (registering the same class again is a no-op)."""
+def register_verifier(name: str, *, accepted_by: str = "other") -> Callable[[V], V]:
+    """Class decorator: register a Verifier subclass under ``name`` (registering the same class again is a no-op)
+    and declare it (:mod:`pivot_envs.verifiers.declaration`): ``accepted_by`` is the category a sample it passes is
+    reported under, the first paragraph of its docstring the line that says what it checks."""
 
     def deco(cls: V) -> V:
-        return VERIFIERS.register(name, cls, replace=_REGISTRY.get(name) is cls)
+        registered = VERIFIERS.register(name, cls, replace=_REGISTRY.get(name) is cls)
+        declare(name, accepted_by=accepted_by, doc=doc_line(cls.__doc__), module=cls.__module__, registered=True)
+        return registered
 
     return deco
 

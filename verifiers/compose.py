@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator, Sequence
 
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
-from pivot_envs.verifiers.base import Verifier, VerifierSpec, _broadcast, build_verifier, register_verifier
+from pivot_envs.verifiers.base import Verifier, VerifierSpec, broadcast, build_verifier, register_verifier
 
 ROLES = ("gate", "accept", "decide")
 
@@ -81,7 +81,8 @@ class PicklesByConfig:
         return (build_child, (self.config(),))  # type: ignore[attr-defined]
 
 
-def _run_child(child: Verifier, actions: list, pivots: list[Pivot]) -> list[VerifyResult]:
+def run_child(child: Verifier, actions: list, pivots: list[Pivot]) -> list[VerifyResult]:
+    """``child``'s results on a sub-batch; a failure of the whole batch is an error per item, not a crash."""
     try:
         results = child.verify_many(actions, pivots)
     except Exception as exc:  # noqa: BLE001 - a child's batch failure is an error per item, not a crash
@@ -89,7 +90,8 @@ def _run_child(child: Verifier, actions: list, pivots: list[Pivot]) -> list[Veri
     return list(results)
 
 
-async def _arun_child(child: Verifier, actions: list, pivots: list[Pivot]) -> list[VerifyResult]:
+async def arun_child(child: Verifier, actions: list, pivots: list[Pivot]) -> list[VerifyResult]:
+    """The async form of :func:`run_child`."""
     try:
         results = await child.averify_many(actions, pivots)
     except Exception as exc:  # noqa: BLE001
@@ -108,13 +110,13 @@ class Composite(PicklesByConfig, Verifier):
         return self.verify_many([action], [pivot])[0]
 
     def verify_many(self, actions: Sequence[Action | str | Message], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
-        pivot_list = _broadcast(pivots, len(actions))
+        pivot_list = broadcast(pivots, len(actions))
         actions = list(actions)
         plan = self._plan(len(actions), pivot_list)
         try:
             child, idx = next(plan)
             while True:
-                results = _run_child(child, [actions[i] for i in idx], [pivot_list[i] for i in idx]) if idx else []
+                results = run_child(child, [actions[i] for i in idx], [pivot_list[i] for i in idx]) if idx else []
                 child, idx = plan.send(results)
         except StopIteration as stop:
             return stop.value
@@ -123,14 +125,14 @@ class Composite(PicklesByConfig, Verifier):
         return (await self.averify_many([action], [pivot]))[0]
 
     async def averify_many(self, actions: Sequence[Action | str | Message], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
-        pivot_list = _broadcast(pivots, len(actions))
+        pivot_list = broadcast(pivots, len(actions))
         actions = list(actions)
         plan = self._plan(len(actions), pivot_list)
         try:
             child, idx = next(plan)
             while True:
                 if idx:
-                    results = await _arun_child(child, [actions[i] for i in idx], [pivot_list[i] for i in idx])
+                    results = await arun_child(child, [actions[i] for i in idx], [pivot_list[i] for i in idx])
                 else:
                     results = []
                 child, idx = plan.send(results)
@@ -411,5 +413,7 @@ __all__ = [
     "Composite",
     "PicklesByConfig",
     "WeightedVerifier",
+    "arun_child",
     "build_child",
+    "run_child",
 ]

@@ -5,7 +5,7 @@ IDs and every token that is not a common English word, lower-cased; a path's com
 says; the action passes when it carries at least ``min_share`` of them. Connecting words, order and
 framing ("Answer: X", "It is X") do not count, so a reworded answer passes; "Done.", a refusal or another
 task's answer carry few of them. It decides the answers whose expert answer reports no fact a tool returned
-(the ``otherwise`` of :class:`pivot_envs.verifiers.final_turn.FactsVerifier`)::
+(the ``otherwise`` of :class:`pivot_envs.verifiers.facts.FactsVerifier`)::
 
     build_verifier({"name": "coverage", "min_share": 0.6})
 """
@@ -20,7 +20,7 @@ from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.compose import PicklesByConfig
 
 
-@register_verifier("coverage")
+@register_verifier("coverage", accepted_by="facts")
 @dataclass
 class CoverageVerifier(PicklesByConfig, Verifier):
     """The action's text carries at least ``min_share`` of the expert text's content words."""

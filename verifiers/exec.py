@@ -9,7 +9,7 @@ when its effects equal the expert's:
   blank lines at both ends dropped (``compare_stdout``), compared by ``output``:
   ``"exact"`` (the same text), ``"sorted"`` (the same lines in any order) or
   ``"information"`` (the candidate's output carries what the expert's showed, up to
-  order, whitespace and layout, and is no dump: :mod:`~pivot_envs.verifiers.information`;
+  order, whitespace and layout, and is no dump: :mod:`~pivot_envs.verifiers.helpers.information`;
   the exit statuses then only need to agree on success, see there); stderr the same
   way when ``compare_stderr``;
 * the file-system diff against the post-setup state: added, removed and
@@ -20,13 +20,13 @@ With ``output="information"``, a candidate that passes is run once more on an
 emptied work tree (and the expert's command too, once per pivot): where the
 expert's output depends on the files and the candidate prints what it showed
 there as well, the candidate typed it in (``echo {0..12}``, a hard-coded or
-encoded answer) and fails (:func:`~pivot_envs.verifiers.information.typed_in`).
+encoded answer) and fails (:func:`~pivot_envs.verifiers.helpers.information.typed_in`).
 
 Commands. The expert's and the candidate's command is a ``bash``-style tool
 call (``command``/``cmd`` argument), a fenced ```bash block, or (by default,
 ``command_from_content="plain"``) the whole text of a message without tool
 calls, as NL2Bash or tldr store commands (see
-:mod:`~pivot_envs.verifiers.commands`).
+:mod:`~pivot_envs.verifiers.helpers.commands`).
 
 Setup. A fixture's setup runs once, in its own sandbox; the resulting tree,
 its final working directory and exported variables become the seed every run
@@ -84,16 +84,15 @@ import fnmatch
 import shlex
 import signal
 import threading
-import time
-from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
+from typing import Any, Sequence
 
+from pivot_envs.cache import LRUCache
 from pivot_envs.types import Action, Fixture, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
-from pivot_envs.verifiers import information
-from pivot_envs.verifiers.commands import COMMAND_KEYS, CONTENT_MODES, SHELL_TOOLS, CommandExtractor
+from pivot_envs.verifiers.helpers import information
+from pivot_envs.verifiers.helpers.commands import COMMAND_KEYS, CONTENT_MODES, SHELL_TOOLS, CommandExtractor
 from pivot_envs.verifiers.sandbox import (
     BACKENDS,
     FileEntry,
@@ -150,7 +149,7 @@ class Effects:
     changes: dict[str, FileEntry | None]
 
 
-@register_verifier("exec")
+@register_verifier("exec", accepted_by="effect")
 @dataclass
 class ExecVerifier(Verifier):
     """Functional equivalence by execution: same exit code, stdout and file-system effects as the expert.
@@ -175,7 +174,7 @@ class ExecVerifier(Verifier):
         compare_stdout: compare the stdouts (by ``output``).
         output: ``"exact"`` (equal normalised text), ``"sorted"`` (equal as sorted lines) or
             ``"information"`` (the candidate's output carries the expert's information and is no dump;
-            the exit statuses need only agree on success: :mod:`~pivot_envs.verifiers.information`).
+            the exit statuses need only agree on success: :mod:`~pivot_envs.verifiers.helpers.information`).
         stdout_order_insensitive: the older spelling of ``output="sorted"``.
         compare_stderr: the normalised stderrs must be equal.
         compare_files: the file-system diffs must be equal.
@@ -284,7 +283,7 @@ class ExecVerifier(Verifier):
             raise RuntimeError(str(exc)) from None
 
     def command(self, message: dict[str, Any]) -> str | None:
-        """The shell command an assistant message asks to run (see :mod:`~pivot_envs.verifiers.commands`)."""
+        """The shell command an assistant message asks to run (see :mod:`~pivot_envs.verifiers.helpers.commands`)."""
         return self._extractor.extract(message)
 
     # ------------------------------------------------------------------ verifying
@@ -589,66 +588,6 @@ def _change(entry: Any) -> str:
 
 
 _MISSING: Any = object()
-
-K = TypeVar("K", bound=Hashable)
-T = TypeVar("T")
-
-
-class LRUCache(Generic[K, T]):
-    """A thread-safe bounded LRU with single flight: concurrent misses on one key compute it once.
-
-    Callers waiting on a failed computation get the same exception. Exceptions are not cached,
-    except for ``failure_ttl_s`` seconds when that is set: until then a get on the key raises
-    the remembered exception again without computing.
-    """
-
-    def __init__(self, maxsize: int, failure_ttl_s: float = 0.0) -> None:
-        self.maxsize = maxsize
-        self.failure_ttl_s = failure_ttl_s
-        self._data: OrderedDict[K, T] = OrderedDict()
-        self._inflight: dict[K, Future] = {}
-        self._failed: dict[K, tuple[float, BaseException]] = {}
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._data)
-
-    def get_or_compute(self, key: K, compute: Callable[[], T]) -> tuple[T, bool]:
-        """``(value, hit)``: the cached value, or the value computed now (hit = False for the computer)."""
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key], True
-            failed = self._failed.pop(key, None)
-            if failed is not None and failed[0] > time.monotonic():
-                self._failed[key] = failed
-                raise failed[1].with_traceback(None)
-            future = self._inflight.get(key)
-            owner = future is None
-            if owner:
-                future = self._inflight[key] = Future()
-        assert future is not None
-        if not owner:
-            return future.result(), True
-        try:
-            value = compute()
-        except BaseException as exc:
-            with self._lock:
-                del self._inflight[key]
-                if self.failure_ttl_s > 0 and isinstance(exc, Exception):
-                    self._failed[key] = (time.monotonic() + self.failure_ttl_s, exc)
-                    while len(self._failed) > self.maxsize:
-                        del self._failed[next(iter(self._failed))]
-            future.set_exception(exc)
-            raise
-        with self._lock:
-            del self._inflight[key]
-            self._data[key] = value
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-        future.set_result(value)
-        return value, False
 
 
 class _Runtime:

@@ -1,4 +1,5 @@
-"""The decision to stop: ``facts`` judges an answer, ``final_turn`` routes on who stopped.
+"""``final_turn``: the decision to stop; a turn is routed on who stopped (:data:`ROUTES`), an answer goes to ``answer``
+(``facts`` by default: :mod:`pivot_envs.verifiers.facts`).
 
 A turn where the expert wrote text without a tool call *ends the task or answers the user*
 (the paper: "natural-language-only assistant turns are also actions when the benchmark
@@ -9,10 +10,10 @@ expert                                    action  reward
 ========================================  ======  =====================================
 stopped (text)                            text    ``answer`` decides (default ``facts``);
                                                   at a state task's done turn, the stop
-                                                  rule (:func:`~pivot_envs.verifiers.stops.judge_done`)
+                                                  rule (:func:`~pivot_envs.verifiers.stop.judge_done`)
 stopped (text)                            a call  0: another tool call where the expert stopped
 made a call                               text    the world's state decides
-                                                  (:mod:`pivot_envs.verifiers.stops`): right
+                                                  (:mod:`pivot_envs.verifiers.stop`): right
                                                   where the task is already done (or, in an
                                                   information task, the answer carries every
                                                   fact the expert told); else 0
@@ -21,19 +22,10 @@ made a call                               a call  ``calls`` decides (the domain'
 
 The world's state (``world_state``, default on) is read off the pivot's world (``world``, else the
 pivot's domain world) with what extraction records of the expert's later turns (``pivot.meta["after"]``):
-:class:`~pivot_envs.verifiers.task_states.TaskStates`. A pivot without a world or that record keeps the rule
+:class:`~pivot_envs.verifiers.helpers.task_states.TaskStates`. A pivot without a world or that record keeps the rule
 before the state was read: a stop where the expert made a call is 0. A world that fails is an error.
 
-``facts`` is the episode success rule's fact recall (:func:`pivot_envs.facts.answer_facts`
-and :func:`pivot_envs.facts.facts_given`, one implementation for both): a *fact* is a value of an
-earlier tool result (a JSON leaf of any type and case, a token of shell output or of a document, a
-date, number or ID) that the expert's answer repeats and that the task did not give. Where the
-expert's answer reports such facts, the action passes when its text carries them (``min_recall``):
-a refusal, "Done." or another task's answer carries none of them. An expert answer that reports
-nothing a tool returned (a bare confirmation after writes: "Done, the file is renamed.") is decided
-by ``otherwise`` (``None``: any answer but a refusal, and the reason says the expert's answer carried
-nothing to check). A refusal (:func:`pivot_envs.refusal.is_refusal`) fails wherever the expert did
-not refuse. A judge replaces the fact rule for free-form answers::
+A judge replaces the fact rule for free-form answers::
 
     build_verifier({"name": "final_turn", "calls": "tool_call",
                     "answer": {"name": "judge", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}})
@@ -45,105 +37,40 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, Sequence
 
 from pivot_envs.actions import parse_action, stray_text
-from pivot_envs.additions import Budget, added_problem
-from pivot_envs.facts import answer_facts, conversation_text, facts_given, ungrounded
-from pivot_envs.refusal import is_refusal
-from pivot_envs.types import Action, Pivot, VerifyResult, content_text
-from pivot_envs.verifiers.base import Verifier, register_verifier
-from pivot_envs.verifiers.normalize import PivotCache
-from pivot_envs.verifiers.compose import PicklesByConfig, _arun_child, _broadcast, _run_child, build_child
-from pivot_envs.verifiers.stops import expert_text, judge_done, judge_stop_at_call, obvious_failure
-from pivot_envs.verifiers.pivot_worlds import PivotWorlds
-from pivot_envs.verifiers.task_states import TaskStates
-from pivot_envs.verifiers.whole_turn import count_failure, pair_batch, pair_verdict, route
+from pivot_envs.types import Action, Pivot, VerifyResult
+from pivot_envs.verifiers.base import Verifier, broadcast, register_verifier
+from pivot_envs.verifiers.compose import PicklesByConfig, arun_child, build_child, run_child
+from pivot_envs.verifiers.helpers.pivot_worlds import PivotWorlds
+from pivot_envs.verifiers.helpers.task_states import TaskStates
+from pivot_envs.verifiers.helpers.whole_turn import count_failure, pair_batch, pair_verdict, route
+from pivot_envs.verifiers.stop import expert_stopped, expert_text, judge_done, judge_stop_at_call, obvious_failure
 from pivot_envs.worlds import TaskState, WorldError
+
+
+ROUTES: dict[tuple[str, str], str] = {
+    ("stop", "stop"): "answer",
+    ("stop", "call"): "another call",
+    ("call", "stop"): "stop rules",
+    ("call", "call"): "calls",
+}
+"""(the expert's turn, the action) -> where ``final_turn`` sends a turn (:func:`turn_kind` names both): ``answer``
+(its ``answer`` child, then a second look by the stop rules), ``another call`` (0), ``stop rules`` (the world's
+state: :mod:`pivot_envs.verifiers.stop`) or ``calls`` (its ``calls`` child, the turn judged whole).
+
+An action is a *call* when it has tool calls and a *stop* otherwise, whatever its text says: a text-form action
+(an SQL query, a patch or a command written as text, not as a tool call) is a stop. Where the expert also wrote
+text it goes to ``answer`` (``facts`` by default, which judges it as an answer); where the expert made a call, to
+the stop rules. To judge text-form actions by their content, give the verifier that does as ``answer`` (or as
+``by_tool``'s ``text``) instead of ``final_turn``'s defaults."""
+
+
+def turn_kind(tool_calls: object) -> str:
+    """``call`` for a turn with tool calls, ``stop`` for a text turn (a text-form action included: see :data:`ROUTES`)."""
+    return "call" if tool_calls else "stop"
 
 
 Plan = Generator[tuple[Verifier, list[Action], list[Pivot]], list[VerifyResult], None]
 """A verification plan: yields ``(child, actions, pivots)`` runs, receives their results."""
-
-
-def expert_stopped(pivot: Pivot) -> bool:
-    """The expert wrote text without a tool call at this turn (it ended the task or answered)."""
-    return not pivot.expert.get("tool_calls")
-
-
-@register_verifier("facts")
-@dataclass
-class FactsVerifier(PicklesByConfig, Verifier):
-    """The action's answer carries the facts of the expert's answer (see the module docstring).
-
-    Decides text turns only: an action with a tool call fails (another call where the expert
-    stopped); a pivot whose expert made a call is an ``error`` (route such turns with ``final_turn``).
-    """
-
-    version = 2  # 2: what an answer adds (retractions, hedges, claims, names, value and length budgets); number words
-
-    min_recall: float = 1.0
-    """Share of the expert answer's facts the action must carry (1.0: all)."""
-    otherwise: Any = "coverage"
-    """Verifier spec for expert answers that report no fact (bare confirmations, small talk); default
-    ``coverage``: half of the expert answer's content words (:mod:`pivot_envs.verifiers.coverage`);
-    ``None``: any non-empty answer but a refusal passes."""
-
-    grounded: bool = True
-    """Judge what the answer adds, not only what it carries: it may state no specific value (number, date, ID,
-    e-mail, path, key, file name) that neither the conversation nor the expert's answer states
-    (:func:`pivot_envs.facts.ungrounded`), and may not retract, hedge, claim an action nothing did, list values past
-    ``max_extra_values`` or run past ``length_factor`` x the expert's answer + ``length_slack`` characters
-    (:func:`pivot_envs.additions.added_problem`)."""
-    max_extra_values: int = 2
-    """Specific values the answer may state beyond the expert answer's count."""
-    length_factor: float = 3.0
-    """The answer may be at most this times as long as the expert's ..."""
-    length_slack: int = 100
-    """... plus this many characters."""
-
-    _otherwise: Verifier | None = field(init=False, repr=False, compare=False, default=None)
-    _budget: Budget = field(init=False, repr=False, compare=False, default_factory=Budget)
-    _sources: PivotCache = field(init=False, repr=False, compare=False, default_factory=PivotCache)
-    """The conversation's texts per pivot (what an answer's values may come from)."""
-    _facts: PivotCache = field(init=False, repr=False, compare=False, default_factory=PivotCache)
-    """The expert answer's facts per pivot: a group of G actions at one pivot computes them once."""
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= float(self.min_recall) <= 1.0:
-            raise ValueError(f"min_recall must be in [0, 1], got {self.min_recall!r}")
-        self._budget = Budget(int(self.max_extra_values), float(self.length_factor), int(self.length_slack))
-        self._otherwise = build_child(self.otherwise) if self.otherwise is not None else None
-
-    def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
-        if not expert_stopped(pivot):
-            return VerifyResult.failure(self.name, "the expert made a tool call at this turn: `facts` decides answer "
-                                        "turns only (use `final_turn` to route call turns to another verifier)")
-        if action.tool_calls:
-            return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
-        answer = action.content.strip()
-        expected = content_text(pivot.expert.get("content")).strip()
-        if not answer:
-            if not expected:
-                return VerifyResult(1.0, True, self.name, "stopped without a text, as the expert did")
-            return VerifyResult(0.0, False, self.name, "empty answer")
-        if self.grounded:
-            foreign = ungrounded(answer, [*self._sources.get(pivot, lambda p: conversation_text(p.context)), expected])
-            if foreign:
-                return VerifyResult(0.0, False, self.name, f"the answer states {', '.join(foreign[:3])}, which nothing "
-                                    "in the conversation gave (another task's answer, or made up)")
-            added = added_problem(answer, expected, pivot.context, self._budget)
-            if added:
-                return VerifyResult(0.0, False, self.name, added)
-        facts = self._facts.get(pivot, lambda p: answer_facts(p.context, expected))
-        if not facts:
-            if is_refusal(answer) and not is_refusal(expected):
-                return VerifyResult(0.0, False, self.name, "a refusal where the expert answered")
-            if self._otherwise is not None:
-                return self._otherwise.safe_verify(action, pivot)
-            return VerifyResult(1.0, True, self.name, "stopped with an answer; the expert's answer reports nothing a "
-                                "tool returned (a bare confirmation), so there was no fact to check")
-        ok, missing = facts_given(answer, facts, float(self.min_recall))
-        if ok:
-            return VerifyResult(1.0, True, self.name, f"the answer carries {len(facts) - len(missing)} of {len(facts)} facts")
-        return VerifyResult(0.0, False, self.name, f"{len(missing)} of {len(facts)} facts missing: {', '.join(missing[:5])}")
 
 
 @register_verifier("final_turn")
@@ -160,12 +87,12 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
     answer: Any = "facts"
     """Verifier spec for turns where the expert stopped with an answer (``facts``, a judge, ...)."""
     world_state: bool = True
-    """Judge stops by the world's state (:mod:`pivot_envs.verifiers.stops`); ``False``: the rule before it, a stop
+    """Judge stops by the world's state (:mod:`pivot_envs.verifiers.stop`); ``False``: the rule before it, a stop
     where the expert made a call is 0 and every answer goes to ``answer``."""
     world: Any = None
     """The world the state is read from (a world spec); ``None``: the pivot's domain world."""
     whole_turn: bool = True
-    """Judge a call turn whole (:mod:`pivot_envs.verifiers.whole_turn`): each call must match a distinct call of the
+    """Judge a call turn whole (:mod:`pivot_envs.verifiers.helpers.whole_turn`): each call must match a distinct call of the
     expert's turn, or ``turn_effect`` must find the whole turn's effect equal; ``False``: the turn goes to ``calls``
     as it is (how many calls a turn may make is then the child's rule, as NeMo Gym's rows configure it)."""
     stop_judge: Any = None
@@ -195,19 +122,19 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
         return self.verify_many([action], [pivot])[0]
 
     def _split(self, actions: Sequence[Any], pivots: Sequence[Pivot] | Pivot) -> tuple[list[Action], list[Pivot], list[VerifyResult | None]]:
-        pivot_list = _broadcast(pivots, len(actions))
+        pivot_list = broadcast(pivots, len(actions))
         parsed = [parse_action(a) for a in actions]
         return parsed, pivot_list, [self._decide_here(a, p) for a, p in zip(parsed, pivot_list)]
 
     def _decide_here(self, action: Action, pivot: Pivot) -> VerifyResult | None:
         """The verdict of a turn the children do not decide (a stop where the expert made a call, a call where the
-        expert stopped), or None."""
-        stopped = not action.tool_calls
-        if expert_stopped(pivot):
-            if stopped:
-                return None  # the answer child decides; a failure gets a second look (:meth:`_second_look`)
+        expert stopped), or None: where :data:`ROUTES` sends the turn."""
+        where = ROUTES[(turn_kind(pivot.expert.get("tool_calls")), turn_kind(action.tool_calls))]
+        if where == "answer":
+            return None  # the answer child decides; a failure gets a second look (:meth:`_second_look`)
+        if where == "another call":
             return VerifyResult(0.0, False, self.name, "another tool call where the expert stopped and answered")
-        if not stopped:
+        if where == "calls":
             return text_after_calls(action, self.name) or self._refused(action, pivot)
         if not self.world_state:
             return judge_stop_at_call(action, pivot, None)
@@ -254,7 +181,7 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
     def _plan(self, parsed: list[Action], pivots: list[Pivot], out: list[VerifyResult | None]) -> Plan:
         """Asks for ``(child, actions, pivots)`` runs and fills ``out``: answers to ``answer`` (with a second look),
         call turns to ``calls`` one call at a time or pair by pair, and turns that do not match one to one to
-        ``turn_effect`` (:mod:`pivot_envs.verifiers.whole_turn`)."""
+        ``turn_effect`` (:mod:`pivot_envs.verifiers.helpers.whole_turn`)."""
         answers = [i for i, r in enumerate(out) if r is None and expert_stopped(pivots[i])]
         if answers:
             results = yield self._answer, [parsed[i] for i in answers], [pivots[i] for i in answers]
@@ -294,7 +221,7 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
         try:
             child, batch, batch_pivots = next(plan)
             while True:
-                child, batch, batch_pivots = plan.send(_run_child(child, batch, batch_pivots))
+                child, batch, batch_pivots = plan.send(run_child(child, batch, batch_pivots))
         except StopIteration:
             pass
         return self._complete(out)
@@ -305,7 +232,7 @@ class FinalTurnVerifier(PicklesByConfig, Verifier):
         try:
             child, batch, batch_pivots = next(plan)
             while True:
-                child, batch, batch_pivots = plan.send(await _arun_child(child, batch, batch_pivots))
+                child, batch, batch_pivots = plan.send(await arun_child(child, batch, batch_pivots))
         except StopIteration:
             pass
         return self._complete(out)

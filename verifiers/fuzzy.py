@@ -12,7 +12,7 @@ What is compared (``target``):
 - ``"auto"`` (default): ``"arguments"`` when the expert made tool calls, else ``"content"``.
 
 Both texts go through the ``normalizers`` pipeline (see
-:mod:`pivot_envs.verifiers.normalize`), then ``scorer`` gives a score in
+:mod:`pivot_envs.verifiers.helpers.normalize`), then ``scorer`` gives a score in
 [0, 100]; equal normalised texts always score 100 (also two empty ones).
 ``passed = score >= threshold``; the reward is ``passed`` (``binary=True``) or
 ``score / 100``.
@@ -35,7 +35,7 @@ from rapidfuzz.distance import Indel, JaroWinkler, Levenshtein
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.compose import PicklesByConfig
-from pivot_envs.verifiers.normalize import (
+from pivot_envs.verifiers.helpers.normalize import (
     BadArguments,
     PivotCache,
     canonical_calls,
@@ -85,7 +85,7 @@ def similarity(scorer: Scorer, a: str, b: str) -> float:
     return float(scorer(a, b))
 
 
-@register_verifier("fuzzy")
+@register_verifier("fuzzy", accepted_by="similarity")
 @dataclass
 class FuzzyVerifier(PicklesByConfig, Verifier):
     """Fuzzy string similarity of the action with the expert action (see the module docstring)."""

@@ -18,7 +18,7 @@ metric                   an accepted sample counts when
                          expert's, in characters; an expert answer of length 0 never counts as long (there
                          is no length to exceed 3 times)
 ``accepted_by/<cat>``    what accepted it (:func:`pivot_envs.verifiers.accepted_by.accepted_by`), one metric
-                         per category of :data:`~pivot_envs.verifiers.accepted_by.CATEGORIES`; a space in a
+                         per category of :data:`~pivot_envs.verifiers.declaration.CATEGORIES`; a space in a
                          category becomes ``_`` in its name (``accepted_by/tool_name``)
 =======================  ==================================================================================
 
@@ -48,7 +48,8 @@ from typing import Any, Mapping, Sequence
 
 from pivot_envs.actions import parse_action
 from pivot_envs.types import Action, Message, Pivot, VerifyResult, content_text
-from pivot_envs.verifiers.accepted_by import CATEGORIES, accepted_by
+from pivot_envs.verifiers.accepted_by import accepted_by
+from pivot_envs.verifiers.declaration import CATEGORIES
 from pivot_envs.verifiers.strict import strict_key
 
 LONG_FACTOR = 3

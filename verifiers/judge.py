@@ -7,7 +7,7 @@ that speaks ``POST /v1/chat/completions``::
                             "base_url": "http://127.0.0.1:8000/v1"})
     judge.verify_many(actions, pivot)        # concurrent, up to max_concurrency in flight
 
-The prompt (see :mod:`pivot_envs.verifiers.judge_prompt`) quotes every piece
+The prompt (see :mod:`pivot_envs.verifiers.helpers.judge_prompt`) quotes every piece
 of data, so a candidate cannot rewrite the instructions; the verdict is parsed
 strictly. Requests use temperature 0, a timeout, and the ``openai`` client's own
 retries (``max_retries``; exponential back-off, or the server's ``Retry-After``) on
@@ -28,9 +28,9 @@ from typing import Any, Coroutine, Sequence, TypeVar
 
 from pivot_envs.actions import parse_action
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
-from pivot_envs.verifiers.base import Verifier, _broadcast, register_verifier
-from pivot_envs.verifiers.judge_cache import VerdictCache, cache_key, default_cache_dir
-from pivot_envs.verifiers.judge_prompt import MalformedVerdict, Verdict, build_messages, parse_verdict
+from pivot_envs.verifiers.base import Verifier, broadcast, register_verifier
+from pivot_envs.verifiers.helpers.judge_cache import VerdictCache, cache_key, default_cache_dir
+from pivot_envs.verifiers.helpers.judge_prompt import MalformedVerdict, Verdict, build_messages, parse_verdict
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class _Session:
     semaphore: asyncio.Semaphore
 
 
-@register_verifier("judge")
+@register_verifier("judge", accepted_by="judge")
 @dataclass
 class JudgeVerifier(Verifier):
     """Ask an LLM whether the candidate action is functionally equivalent to the expert action.
@@ -136,7 +136,7 @@ class JudgeVerifier(Verifier):
 
     def verify_many(self, actions: Sequence[Action], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
         """Verify a batch concurrently (up to ``max_concurrency`` requests in flight), in order."""
-        pivot_list = _broadcast(pivots, len(actions))
+        pivot_list = broadcast(pivots, len(actions))
         return _run_sync(self._owned_batch(list(actions), pivot_list))
 
     async def averify(self, action: Action, pivot: Pivot) -> VerifyResult:
@@ -144,7 +144,7 @@ class JudgeVerifier(Verifier):
 
     async def averify_many(self, actions: Sequence[Action], pivots: Sequence[Pivot] | Pivot) -> list[VerifyResult]:
         """Verify a batch concurrently in the running loop; the semaphore bounds requests in flight."""
-        pivot_list = _broadcast(pivots, len(actions))
+        pivot_list = broadcast(pivots, len(actions))
         session = self._session()
         return list(await asyncio.gather(*(self._judge(session, a, p) for a, p in zip(actions, pivot_list))))
 

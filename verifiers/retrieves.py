@@ -24,8 +24,8 @@ from typing import Any
 
 from pivot_envs.types import Action, Pivot, VerifyResult, stable_hash
 from pivot_envs.verifiers.base import Verifier, register_verifier
-from pivot_envs.verifiers.exec import LRUCache
-from pivot_envs.verifiers.pivot_worlds import PivotWorlds
+from pivot_envs.cache import LRUCache
+from pivot_envs.verifiers.helpers.pivot_worlds import PivotWorlds
 from pivot_envs.worlds import WorldError, WorldTask
 
 
@@ -42,7 +42,7 @@ def _first_call(message: dict[str, Any], tool: str) -> dict[str, Any] | None:
     return None
 
 
-@register_verifier("retrieves")
+@register_verifier("retrieves", accepted_by="effect")
 @dataclass
 class RetrievesVerifier(Verifier):
     """A search that retrieves the document the expert needed (see the module docstring)."""

@@ -33,7 +33,7 @@ from jsonschema.exceptions import SchemaError, best_match
 from pivot_envs.types import Action, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.compose import PicklesByConfig
-from pivot_envs.verifiers.normalize import (
+from pivot_envs.verifiers.helpers.normalize import (
     BadArguments,
     PivotCache,
     canonical_json,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pivot_envs.actions import normalize_message
 from pivot_envs.types import Action, Message, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
-from pivot_envs.verifiers.normalize import PivotCache
+from pivot_envs.verifiers.helpers.normalize import PivotCache
 
 
 def strict_key(message: Message) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -28,7 +28,7 @@ def strict_key(message: Message) -> tuple[str, tuple[tuple[str, str], ...]]:
     return " ".join(content.split()) if isinstance(content, str) else "", calls
 
 
-@register_verifier("strict")
+@register_verifier("strict", accepted_by="exact")
 @dataclass
 class StrictVerifier(Verifier):
     """Exact string equality of the action with the expert action, after collapsing whitespace.

@@ -132,7 +132,7 @@ from pivot_envs.types import Action, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.compose import PicklesByConfig, build_child
 from pivot_envs.verifiers.fuzzy import get_scorer, similarity
-from pivot_envs.verifiers.normalize import (
+from pivot_envs.verifiers.helpers.normalize import (
     BadArguments,
     PivotCache,
     check_normalizers,
@@ -475,7 +475,7 @@ class _Expert:
 # --------------------------------------------------------------------------- the verifier
 
 
-@register_verifier("tool_call")
+@register_verifier("tool_call", accepted_by="arguments")
 @dataclass
 class ToolCallVerifier(PicklesByConfig, Verifier):
     """Tool calls equal by meaning: same functions, equivalent arguments (see the module docstring)."""

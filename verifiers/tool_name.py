@@ -18,7 +18,7 @@ e.g. ``{"read": ["open", "open_file", "view", "bash:cat"]}``, or is the string
 ``"swe"`` for :data:`SWE_ALIASES`. When the expert made no call, the action
 passes when it makes none either. With ``same_target`` a one-call turn must also
 act on what the expert's call acted on (the same file, overlapping lines, a search
-for the same words: :mod:`~pivot_envs.verifiers.call_targets`).
+for the same words: :mod:`~pivot_envs.verifiers.helpers.call_targets`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 
 from pivot_envs.types import Action, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
-from pivot_envs.verifiers.call_targets import call_targets, last_path, target_difference
+from pivot_envs.verifiers.helpers.call_targets import call_targets, last_path, target_difference
 from pivot_envs.verifiers.compose import PicklesByConfig
-from pivot_envs.verifiers.normalize import BadArguments, PivotCache, message_calls, parse_arguments
+from pivot_envs.verifiers.helpers.normalize import BadArguments, PivotCache, message_calls, parse_arguments
 
 SWE_ALIASES: dict[str, list[str]] = {
     "read": [
@@ -93,7 +93,7 @@ def _split(segment: str) -> list[str]:
         return segment.split()
 
 
-@register_verifier("tool_name")
+@register_verifier("tool_name", accepted_by="tool name")
 @dataclass
 class ToolNameVerifier(PicklesByConfig, Verifier):
     """Same multiset of tool names or alias categories (see the module docstring)."""
@@ -108,7 +108,7 @@ class ToolNameVerifier(PicklesByConfig, Verifier):
     """The argument holding the command line of a shell-tool call."""
     same_target: bool = False
     """Also require a one-call turn to act on what the expert's call acted on: the same file, overlapping lines,
-    a search for the same words (:mod:`pivot_envs.verifiers.call_targets`)."""
+    a search for the same words (:mod:`pivot_envs.verifiers.helpers.call_targets`)."""
 
     _category: dict[str, str] = field(init=False, repr=False, compare=False)
     _cache: PivotCache = field(init=False, repr=False, compare=False)

@@ -39,14 +39,14 @@ from pivot_envs.domains import get_domain
 from pivot_envs.types import Action, Pivot, VerifyResult, stable_hash
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.compose import build_child
-from pivot_envs.verifiers.exec import LRUCache
+from pivot_envs.cache import LRUCache
 from pivot_envs.worlds import WorldError, WorldTask, build_world
 
 Outcome = tuple[str, tuple[str, ...]]
 """What a sequence of calls did: (digest after, normalised outputs in call order)."""
 
 
-@register_verifier("world_exec")
+@register_verifier("world_exec", accepted_by="effect")
 @dataclass
 class WorldExecVerifier(Verifier):
     """Equivalent when executing both sides in the pivot's world leaves the same state and outputs."""

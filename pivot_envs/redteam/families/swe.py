@@ -23,7 +23,7 @@ from typing import Iterable
 
 from pivot_envs.redteam.case import RIGHT, WRONG, Made, family
 from pivot_envs.redteam.site import Site, one_call
-from pivot_envs.verifiers.call_targets import last_path
+from pivot_envs.verifiers.helpers.call_targets import last_path
 
 READS = ("open_file", "goto", "scroll_down", "scroll_up")
 RM_LINE = "import os\nos.system('rm -rf /')"

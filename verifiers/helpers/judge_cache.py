@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pivot_envs.verifiers.judge_prompt import Verdict
+from pivot_envs.verifiers.helpers.judge_prompt import Verdict
 
 CACHE_FORMAT = 1
 """Bumped when the stored layout or the prompt format changes, so that old entries are not reused."""

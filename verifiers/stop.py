@@ -1,5 +1,8 @@
 """Stopping judged by the world's state: the rules ``final_turn`` applies to a text action (a stop).
 
+The ``stop`` verdict is declared here (:data:`STOP`): the name these rules' passing verdicts carry, a verdict that no
+verifier builds, which reports count as accepted by the world's ``state`` (:mod:`pivot_envs.verifiers.accepted_by`).
+
 A stop ends the agent's work with an answer. Whether that is right depends on where the task stands
 (:class:`~pivot_envs.worlds.TaskState`, read off the pivot's world) and on what the answer tells:
 
@@ -39,9 +42,12 @@ from pivot_envs.refusal import is_refusal
 from pivot_envs.stop_language import confirms, stop_problem
 from pivot_envs.types import Action, Pivot, VerifyResult, content_text
 from pivot_envs.verifiers.base import Verifier
+from pivot_envs.verifiers.declaration import declare
 from pivot_envs.worlds import TaskState
 
-STOP = "stop"
+STOP = declare("stop", accepted_by="state", module=__name__,
+               doc="A stop where the world already holds the task's final state and the answer carries what the "
+                   "expert's answer told: the verdict of ``final_turn``'s stop rules, not a verifier one builds").name
 """The verifier name of a verdict these rules decided by the world's state (what accepted it: the state)."""
 
 
@@ -174,3 +180,8 @@ def judge_information(action: Action, pivot: Pivot, after: dict) -> VerifyResult
 def expert_text(pivot: Pivot) -> str:
     """The text of the expert's own answer at ``pivot``."""
     return content_text(pivot.expert.get("content")).strip()
+
+
+def expert_stopped(pivot: Pivot) -> bool:
+    """The expert wrote text without a tool call at this turn (it ended the task or answered)."""
+    return not pivot.expert.get("tool_calls")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from pivot_envs.types import Pivot, stable_hash
-from pivot_envs.verifiers.exec import LRUCache
-from pivot_envs.verifiers.pivot_worlds import PivotWorlds
+from pivot_envs.cache import LRUCache
+from pivot_envs.verifiers.helpers.pivot_worlds import PivotWorlds
 from pivot_envs.worlds import TaskState, WorldTask, context_calls, task_state
 
 

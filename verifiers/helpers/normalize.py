@@ -18,7 +18,7 @@ Names (applied in the order given):
 - ``remove_articles``: drop the English words *a*, *an*, *the*.
 - ``nfkc``: Unicode NFKC normalisation (full-width letters, ligatures...).
 - ``shell_words``: a shell command's canonical spelling, its meaning kept (quoting and spacing between
-  words only: :mod:`~pivot_envs.verifiers.shell_words`).
+  words only: :mod:`~pivot_envs.verifiers.helpers.shell_words`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from pivot_envs.types import Message, Pivot
-from pivot_envs.verifiers.shell_words import shell_words
+from pivot_envs.verifiers.helpers.shell_words import shell_words
 
 Normalizer = Callable[[str], str]
 

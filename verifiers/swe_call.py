@@ -20,7 +20,7 @@ a test run      ``run_tests``, the task's test command, a test runner (``pytest`
 any other call  the same category, as ``tool_name``
 ==============  =====================================================================================================
 
-A shell command is judged by all its programs (:mod:`~pivot_envs.verifiers.shell_programs`): one that writes or
+A shell command is judged by all its programs (:mod:`~pivot_envs.verifiers.helpers.shell_programs`): one that writes or
 destroys (``rm``, ``sed -i``, a redirection into a file) counts only where the world shows it leaves the repository as
 the expert's call does (``rm reproduce.py`` for ``rm -f reproduce.py``); it never counts as a read, a search or a
 test run. Executions run in the pivot's world (``world``, else the domain's), each in a fresh copy at the pivot.
@@ -37,11 +37,11 @@ from rapidfuzz import fuzz
 
 from pivot_envs.types import Action, Pivot, VerifyResult, stable_hash
 from pivot_envs.verifiers.base import Verifier, register_verifier
-from pivot_envs.verifiers.call_targets import last_path
-from pivot_envs.verifiers.exec import LRUCache
-from pivot_envs.verifiers.normalize import BadArguments, message_calls, parse_arguments
-from pivot_envs.verifiers.pivot_worlds import PivotWorlds
-from pivot_envs.verifiers.shell_programs import command_kind, command_paths, outside, programs
+from pivot_envs.verifiers.helpers.call_targets import last_path
+from pivot_envs.cache import LRUCache
+from pivot_envs.verifiers.helpers.normalize import BadArguments, message_calls, parse_arguments
+from pivot_envs.verifiers.helpers.pivot_worlds import PivotWorlds
+from pivot_envs.verifiers.helpers.shell_programs import command_kind, command_paths, outside, programs
 from pivot_envs.verifiers.tool_name import SWE_ALIASES, ToolNameVerifier
 from pivot_envs.worlds import WorldError, WorldTask
 
@@ -60,7 +60,7 @@ def call_kind(name: str, arguments: dict[str, Any]) -> str:
     return EDITOR_KINDS.get(name, name)
 
 
-@register_verifier("swe_call")
+@register_verifier("swe_call", accepted_by="tool name")
 @dataclass
 class SweCallVerifier(Verifier):
     """A SWE-agent call judged by its category and content (see the module docstring)."""
