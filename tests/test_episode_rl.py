@@ -141,7 +141,7 @@ def test_turn_rows_train_on_assistant_tokens_only():
     8 + 9 are trained, each with the rollout's advantage; a rollout with an error gives no rows."""
     import torch
 
-    from pivot_envs.trainers.logprobs import pack
+    from pivot_envs.trainers.token_batch import pack
     from pivot_envs.trainers.loss import pivotrl_loss
 
     ok = Rollout("t", 0, turns=[_turn([1, 2], [5, 6, 7]), _turn([1, 2, 5, 6, 7, 42, 43], [8, 9])], success=True)
@@ -284,8 +284,8 @@ def test_arpo_entropy_is_the_tested_normalised_entropy_of_the_policy(tiny):
     import torch
 
     from pivot_envs.trainers.distributed import DistInfo
-    from pivot_envs.trainers.episode_rollouts import normalised_entropy
-    from pivot_envs.trainers.logprobs import completion_logprobs, pack
+    from pivot_envs.trainers.logprobs import completion_logprobs, normalised_entropy
+    from pivot_envs.trainers.token_batch import pack
     from pivot_envs.trainers.policy_update import PolicyUpdate
 
     _, model = tiny

@@ -80,7 +80,7 @@ def test_loss_gradient_pushes_toward_positive_advantage():
 
 
 def test_importance_weights_by_hand():
-    from pivot_envs.trainers.logprobs import pack
+    from pivot_envs.trainers.token_batch import pack
     from pivot_envs.trainers.rollout_correction import engine_logprobs, importance_weights, mismatch_sums
 
     batch = pack([[1, 2], [3]], [[4, 5, 6], [7, 8]], pad_id=0)
@@ -112,7 +112,7 @@ def test_the_loss_weighs_each_token_by_its_importance_weight():
 
 
 def test_normalised_entropy_by_hand():
-    from pivot_envs.trainers.episode_rollouts import normalised_entropy
+    from pivot_envs.trainers.logprobs import normalised_entropy
 
     # a uniform distribution over V tokens has entropy log V: 1; a certain one 0; the mean of the two 0.5
     assert normalised_entropy([math.log(50)], 50) == pytest.approx(1.0)
