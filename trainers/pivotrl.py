@@ -91,6 +91,8 @@ class PivotRLTrainer(RLTrainer):
     training (``trainer.policy``, ``trainer.tokenizer``) — e.g. to compare weights across ranks.
     """
 
+    config: PivotRLConfig
+
     def __init__(self, config: PivotRLConfig | dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None = None,
                  *, vllm_llm: Any = None):
         cfg = config if isinstance(config, PivotRLConfig) else PivotRLConfig.from_dict(config)
@@ -105,8 +107,6 @@ class PivotRLTrainer(RLTrainer):
         self.rollout = build_rollout_engine(cfg, module, self.tokenizer, build_sampler(module, self.tokenizer, cfg),
                                             shared_llm=vllm_llm)
         self.agent = self.rollout.agent
-
-    config: PivotRLConfig
 
     # more of the policy's parts, as attributes of the trainer (they live in ``policy_update``)
     reference = property(lambda self: self.policy_update.reference)
@@ -129,6 +129,7 @@ class PivotRLTrainer(RLTrainer):
         self.verifier_versions = merged_versions(v for v in (self.verifier, self.strict_verifier) if v is not None)
         self.pivot_sampler = PivotSampler(list(self.pivots), cfg.seed)
         self.values = ValueTable()
+        self._pvpo_missing: list[str] = []  # pivots with no profile: profiled with the policy before the first step
         if self.advantage.uses_baseline:
             missing = [p.id for p in self.pivots.values() if p.profile is None or not p.profile.rewards]
             if missing and not (cfg.pvpo_refresh_source == "profile" and cfg.pvpo_refresh_every > 0):
@@ -293,8 +294,8 @@ class PivotRLTrainer(RLTrainer):
     # ------------------------------------------------------------------ PVPO baseline V(s)
     def _pvpo_start(self) -> None:
         """Profile unprofiled pivots with the policy (when configured) and drop solved ones."""
-        if getattr(self, "_pvpo_missing", None):
-            self._pvpo_profile([pid for pid in self._pvpo_missing], step=0)
+        if self._pvpo_missing:
+            self._pvpo_profile(list(self._pvpo_missing), step=0)
         self._pvpo_drop_solved()
 
     def _pvpo_after_step(self, step: int, seen: list[tuple[str, list[float]]]) -> int:
