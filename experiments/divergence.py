@@ -66,7 +66,8 @@ def _score(model_dir: str, rows: list[tuple[list[int], list[int]]], sampling: Sa
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pivot_envs.trainers.logprobs import completion_logprobs, pack
+    from pivot_envs.trainers.logprobs import completion_logprobs
+    from pivot_envs.trainers.token_batch import pack
 
     if sampling.num_threads:
         torch.set_num_threads(sampling.num_threads)

@@ -32,7 +32,9 @@ def train(trainer: str, config: dict, out: Path, hash_seed: int, stop_after: int
     out.mkdir(parents=True, exist_ok=True)
     path = out.parent / f"{out.name}.config.json"
     path.write_text(json.dumps({**config, "output_dir": str(out)}), encoding="utf-8")
-    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "OMP_NUM_THREADS": "1"}
+    # the checkout the test runs in, ahead of whatever copy an editable install points to (a git worktree's)
+    pythonpath = os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
     args = [sys.executable, str(SCRIPT), trainer, str(path)] + (["--stop-after", str(stop_after)] if stop_after else [])
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert done.returncode == (STOPPED if stop_after else 0), done.stderr[-3000:]

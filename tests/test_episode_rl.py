@@ -141,8 +141,8 @@ def test_turn_rows_train_on_assistant_tokens_only():
     8 + 9 are trained, each with the rollout's advantage; a rollout with an error gives no rows."""
     import torch
 
-    from pivot_envs.trainers.logprobs import pack
     from pivot_envs.trainers.loss import pivotrl_loss
+    from pivot_envs.trainers.token_batch import pack
 
     ok = Rollout("t", 0, turns=[_turn([1, 2], [5, 6, 7]), _turn([1, 2, 5, 6, 7, 42, 43], [8, 9])], success=True)
     broken = Rollout("t", 1, turns=[_turn([1, 2], [5])], success=None, error="world down")
@@ -168,14 +168,15 @@ def _scored(prompt, tokens, reward):
 def test_turn_credit_by_hand():
     """w = 0.5; rbar = mean(1, 1, 1, 0) = 0.75 over the scored rollouts' scored turns (the errored rollout's 0.0
     and the off-path None are left out): A's turns 1 + 0.5 * 0.25; B's -1 + 0.125, -1 - 0.375, and -1 off the path."""
-    from pivot_envs.trainers.episode_rl import group_turn_mean
+    from pivot_envs.trainers.advantage import AdvantagePolicy, turn_mean
+    from pivot_envs.trainers.episode_rl import scored_turn_rewards
 
     a = Rollout("t", 0, turns=[_scored([1], [5], 1.0), _scored([1, 5], [6], 1.0)], success=True)
     b = Rollout("t", 1, turns=[_scored([1], [5], 1.0), _scored([1, 5], [7], 0.0), _scored([1, 5, 7], [8], None)],
                 success=False)
     broken = Rollout("t", 2, turns=[_scored([1], [9], 0.0)], success=None, error="world down")
-    assert group_turn_mean([a, b, broken]) == pytest.approx(0.75)
-    rows = turn_rows([a, b, broken], [1.0, -1.0, 0.0], turn_credit=0.5)
+    assert turn_mean(scored_turn_rewards([a, b, broken])) == pytest.approx(0.75)
+    rows = turn_rows([a, b, broken], [1.0, -1.0, 0.0], AdvantagePolicy(turn_credit=0.5))
     assert [r.advantage for r in rows] == pytest.approx([1.125, 1.125, -0.875, -1.375, -1.0])
     assert [r.advantage for r in turn_rows([a, b, broken], [1.0, -1.0, 0.0])] == [1.0, 1.0, -1.0, -1.0, -1.0]
 
@@ -284,8 +285,8 @@ def test_arpo_entropy_is_the_tested_normalised_entropy_of_the_policy(tiny):
     import torch
 
     from pivot_envs.trainers.distributed import DistInfo
-    from pivot_envs.trainers.episode_rollouts import normalised_entropy
-    from pivot_envs.trainers.logprobs import completion_logprobs, pack
+    from pivot_envs.trainers.logprobs import completion_logprobs, normalised_entropy
+    from pivot_envs.trainers.token_batch import pack
     from pivot_envs.trainers.policy_update import PolicyUpdate
 
     _, model = tiny
@@ -323,8 +324,10 @@ def test_config_errors_name_the_field():
         EpisodeRLConfig(model="m", rollout="beam")
     with pytest.raises(ConfigError, match="arpo_initial"):
         EpisodeRLConfig(model="m", rollout="arpo", group_size=2, arpo_initial=3)
-    with pytest.raises(ConfigError, match="pvpo"):
+    with pytest.raises(ConfigError, match="advantage = 'pvpo' is invalid: it must be one of grpo, dr_grpo"):
         EpisodeRLConfig(model="m", advantage="pvpo")
+    with pytest.raises(ConfigError, match="zero_variance = 'resample' is invalid: it must be one of skip, keep"):
+        EpisodeRLConfig(model="m", zero_variance="resample")
     with pytest.raises(ConfigError, match="unknown key 'pivots'"):  # episodes start at tasks
         EpisodeRLConfig.from_dict({"model": "m", "pivots": "p.jsonl"})
     with pytest.raises(ConfigError, match="EpisodeRLConfig.tasks_per_step = 0"):

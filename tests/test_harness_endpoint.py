@@ -92,7 +92,8 @@ def test_a_harness_plays_through_the_endpoint_and_every_call_is_captured(agent, 
     # the captured tokens re-scored by a forward pass of the same weights (float32, CPU)
     import torch
 
-    from pivot_envs.trainers.logprobs import completion_logprobs, pack
+    from pivot_envs.trainers.logprobs import completion_logprobs
+    from pivot_envs.trainers.token_batch import pack
 
     calls = result["calls"]
     batch = pack([c["prompt_token_ids"] for c in calls], [c["completion_token_ids"] for c in calls],

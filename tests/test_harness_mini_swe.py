@@ -68,7 +68,8 @@ def test_mini_swe_agent_solves_terminal_tasks_in_the_world_with_the_expert_polic
 def test_mini_swe_agent_with_the_tiny_model_is_captured_and_rescored(terminal_base, task_ids):
     import torch
 
-    from pivot_envs.trainers.logprobs import completion_logprobs, pack
+    from pivot_envs.trainers.logprobs import completion_logprobs
+    from pivot_envs.trainers.token_batch import pack
 
     agent = build_agent({"kind": "hf", "model": str(terminal_base), "max_new_tokens": 40})
     results, stats = _play(agent, task_ids, group_size=2)

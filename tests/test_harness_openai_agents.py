@@ -94,7 +94,8 @@ def test_the_agents_sdk_talks_to_the_user_of_conversational_tasks_and_solves_the
 def test_the_agents_sdk_with_the_tiny_model_is_captured_and_rescored(terminal_base, tasks):
     import torch
 
-    from pivot_envs.trainers.logprobs import completion_logprobs, pack
+    from pivot_envs.trainers.logprobs import completion_logprobs
+    from pivot_envs.trainers.token_batch import pack
 
     agent = build_agent({"kind": "hf", "model": str(terminal_base), "max_new_tokens": 32})
     results, stats = _play(agent, tasks, group_size=2)

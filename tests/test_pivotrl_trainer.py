@@ -23,12 +23,13 @@ from pivot_envs.agents.prompting import action_target, encode_prompt  # noqa: E4
 from pivot_envs.trainers.advantage import group_advantages  # noqa: E402
 from pivot_envs.config import parse_override  # noqa: E402
 from pivot_envs.trainers.config import ConfigError  # noqa: E402
-from pivot_envs.trainers.logprobs import completion_logprobs, pack  # noqa: E402
+from pivot_envs.trainers.logprobs import completion_logprobs  # noqa: E402
 from pivot_envs.trainers.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 from pivot_envs.trainers.pivotrl import PivotRLConfig, PivotRLTrainer, train_pivotrl  # noqa: E402
 from pivot_envs.trainers.sampling import PivotSampler, build_sampler, sample_groups  # noqa: E402
 from pivot_envs.trainers.schedule import build_scheduler  # noqa: E402
 from pivot_envs.trainers.scoring import score_groups  # noqa: E402
+from pivot_envs.trainers.token_batch import pack  # noqa: E402
 from pivot_envs.types import Pivot, Profile  # noqa: E402
 from pivot_envs.verifiers import build_verifier  # noqa: E402
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pivot_envs.trainers.logprobs import completion_logprobs, pack
+from pivot_envs.trainers.logprobs import completion_logprobs
 from pivot_envs.trainers.shared_prompt import distinct_prompts
+from pivot_envs.trainers.token_batch import pack
 
 
 def _llama():

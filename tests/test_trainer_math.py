@@ -1,4 +1,4 @@
-"""Advantages and the PivotRL loss against numbers computed by hand."""
+"""The advantage policy and the PivotRL loss against numbers computed by hand."""
 
 import math
 
@@ -6,7 +6,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from pivot_envs.trainers.advantage import group_advantages, zero_variance  # noqa: E402
+from pivot_envs.trainers.advantage import (  # noqa: E402
+    AdvantageInputs,
+    AdvantagePolicy,
+    ValueTable,
+    group_advantages,
+    turn_mean,
+    zero_variance,
+)
 from pivot_envs.trainers.loss import k3_kl, pivotrl_loss  # noqa: E402
 from pivot_envs.verifiers.hack_monitor import HackCounts, metric_names  # noqa: E402
 
@@ -36,6 +43,56 @@ def test_zero_variance_groups():
     assert zero_variance([1, 1, 1]) and zero_variance([0, 0]) and not zero_variance([0, 1])
     assert zero_variance([1, 0], valid=[True, False])
     assert group_advantages([1, 1, 1]).abs().sum() == 0
+
+
+def test_one_zero_variance_rule_with_turn_credit_as_its_input():
+    """Pivots (no turn credit): a group is flat when its scored rewards are equal. Episodes with turn credit: a group
+    whose tasks all failed still trains when its turn rewards differ. ``keep`` trains on flat groups too."""
+    pivots = AdvantagePolicy(zero_variance="skip")
+    assert pivots.flat([1, 1]) and not pivots.trains([1, 1]) and pivots.trains([1, 0])
+    assert pivots.flat([1, 0], [True, False]) and pivots.flat([0, 0], turn_rewards=[1.0, 0.0])  # turns: not its input
+    episodes = AdvantagePolicy(zero_variance="skip", turn_credit=0.5)
+    assert not episodes.flat([0, 0], turn_rewards=[1.0, 0.0]) and episodes.trains([0, 0], turn_rewards=[1.0, 0.0])
+    assert episodes.flat([0, 0], turn_rewards=[1.0, 1.0]) and episodes.flat([0, 0])
+    assert AdvantagePolicy(zero_variance="keep").trains([1, 1]) and AdvantagePolicy(zero_variance="resample").flat([1, 1])
+
+
+def test_the_policy_computes_the_group_advantages_and_shapes_turns_by_hand():
+    assert AdvantagePolicy(mode="dr_grpo").advantages([1, 0, 0, 0]) == pytest.approx([0.75, -0.25, -0.25, -0.25])
+    pvpo = AdvantagePolicy(mode="pvpo")
+    assert pvpo.uses_baseline and not AdvantagePolicy().uses_baseline
+    assert pvpo.advantages([1, 0, 1], [True, True, False], baseline=0.25) == pytest.approx([0.75, -0.25, 0.0])
+    assert all(isinstance(a, float) for a in AdvantagePolicy().advantages([1, 0]))
+    # w = 0.5, rbar = 0.75: a turn with r_t = 0 gets A - 0.375; a turn without a turn reward (or no rbar) keeps A
+    credit = AdvantagePolicy(turn_credit=0.5)
+    assert credit.turn_advantage(1.0, 0.0, 0.75) == pytest.approx(0.625)
+    assert credit.turn_advantage(1.0, None, 0.75) == 1.0 and credit.turn_advantage(1.0, 1.0, None) == 1.0
+    assert turn_mean([1.0, 1.0, 1.0, 0.0]) == pytest.approx(0.75) and turn_mean([]) is None
+
+
+def test_a_mode_a_trainer_cannot_feed_is_refused_with_the_field_and_the_choices():
+    pivots, episodes = AdvantageInputs(baselines=True, resample=True), AdvantageInputs()
+    for mode in ("grpo", "dr_grpo", "pvpo"):
+        for rule in ("skip", "resample", "keep"):
+            assert AdvantagePolicy(mode=mode, zero_variance=rule).refusal(pivots) is None
+    field, accepted = AdvantagePolicy(mode="pvpo").refusal(episodes)
+    assert field == "advantage" and accepted.startswith("one of grpo, dr_grpo (") and "V(s)" in accepted
+    assert AdvantagePolicy(zero_variance="resample").refusal(episodes)[0] == "zero_variance"
+    assert AdvantagePolicy(mode="ppo").refusal(pivots) == ("advantage", "one of grpo, dr_grpo, pvpo")
+    assert AdvantagePolicy(turn_credit=-0.5).refusal(episodes) == ("turn_credit", "a number >= 0 (0: plain E2E)")
+    assert AdvantagePolicy(turn_credit=float("nan")).refusal(episodes)[0] == "turn_credit"
+
+
+def test_pvpo_value_table_refreshes_from_its_window():
+    values = ValueTable({"a": 0.25, "b": 0.5})
+    values.observe("a", [1.0, 0.0])
+    values.observe("a", [1.0, 1.0])
+    assert values["a"] == 0.25 and values.refresh() == 1
+    assert values.values == {"a": 0.75, "b": 0.5} and values.window == {}
+    values.observe("b", [1.0])
+    again = ValueTable()
+    again.load_state_dict(values.state_dict())
+    assert again.refresh() == 1 and again.solved() == ["b"]
 
 
 def test_k3_kl_by_hand_and_nonnegative():
@@ -80,7 +137,7 @@ def test_loss_gradient_pushes_toward_positive_advantage():
 
 
 def test_importance_weights_by_hand():
-    from pivot_envs.trainers.logprobs import pack
+    from pivot_envs.trainers.token_batch import pack
     from pivot_envs.trainers.rollout_correction import engine_logprobs, importance_weights, mismatch_sums
 
     batch = pack([[1, 2], [3]], [[4, 5, 6], [7, 8]], pad_id=0)
@@ -112,7 +169,7 @@ def test_the_loss_weighs_each_token_by_its_importance_weight():
 
 
 def test_normalised_entropy_by_hand():
-    from pivot_envs.trainers.episode_rollouts import normalised_entropy
+    from pivot_envs.trainers.logprobs import normalised_entropy
 
     # a uniform distribution over V tokens has entropy log V: 1; a certain one 0; the mean of the two 0.5
     assert normalised_entropy([math.log(50)], 50) == pytest.approx(1.0)

@@ -27,14 +27,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from pivot_envs.agents.prompt_format import resolve_prompt_format
 from pivot_envs.config import ConfigError, config_from_dict, config_from_file, config_to_dict
+from pivot_envs.trainers.advantage import AdvantageInputs, AdvantagePolicy
 
-ADVANTAGE_MODES = ("grpo", "dr_grpo", "pvpo")
 LOSS_AGGS = ("sample", "token")
-ZERO_VARIANCE_MODES = ("skip", "resample", "keep")
 OLD_LOGPROB_MODES = ("auto", "recompute", "sampler")
 PVPO_SOURCES = ("running", "profile")
 SCHEDULES = ("cosine", "constant")
@@ -207,14 +206,15 @@ class PolicyConfig:
 
     # ------------------------------------------------------------------ advantages and groups
     advantage: str = "grpo"
-    """``grpo``: ``(r - mean) / (std + eps_std)``; ``dr_grpo``: ``r - mean``;
-    ``pvpo``: ``r - V(s)`` with ``V(s)`` the profiled mean reward (``pivot.profile.mean``)."""
+    """The advantage mode, one of :data:`pivot_envs.trainers.advantage.MODES` (what each computes, and which a trainer
+    can use: :mod:`pivot_envs.trainers.advantage`)."""
 
     eps_std: float = 1e-4
     """Added to the group's reward std in ``grpo`` advantages."""
 
     zero_variance: str = "skip"
-    """Groups whose scored rewards are all equal. ``skip``: they contribute nothing (no surrogate, no KL);
+    """Groups whose scored rewards are all equal (:meth:`~pivot_envs.trainers.advantage.AdvantagePolicy.flat`).
+    ``skip``: they contribute nothing (no surrogate, no KL);
     ``resample``: sample the pivot again up to ``max_resample`` times, then skip; ``keep``: they stay in the
     loss (useful with ``pvpo``, where ``r - V(s)`` is not zero for such groups)."""
 
@@ -296,6 +296,10 @@ class PolicyConfig:
     """torch CPU threads for the run (restored afterwards); ``None``: torch's default. Tiny models are
     fastest on 1-2 threads."""
 
+    advantage_inputs: ClassVar[AdvantageInputs] = AdvantageInputs()
+    """What the config's trainer gives the advantage policy (not a setting): a mode or zero-variance rule it cannot
+    feed is refused here."""
+
     # ------------------------------------------------------------------ validation
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
@@ -325,8 +329,10 @@ class PolicyConfig:
             _fail(self, "min_lr_ratio", self.min_lr_ratio, "in [0, 1]")
         if self.eps_low >= 1:
             _fail(self, "eps_low", self.eps_low, "in [0, 1) (the ratio is clipped at 1 - eps_low)")
-        for name, allowed in (("advantage", ADVANTAGE_MODES), ("loss_agg", LOSS_AGGS),
-                              ("zero_variance", ZERO_VARIANCE_MODES), ("old_logprobs", OLD_LOGPROB_MODES),
+        refused = AdvantagePolicy.of(self).refusal(self.advantage_inputs)
+        if refused is not None:
+            _fail(self, refused[0], getattr(self, refused[0]), refused[1])
+        for name, allowed in (("loss_agg", LOSS_AGGS), ("old_logprobs", OLD_LOGPROB_MODES),
                               ("lr_schedule", SCHEDULES),
                               ("model_dtype", DTYPES), ("rollout_engine", ROLLOUT_ENGINES),
                               ("rollout_is_mode", IS_MODES), ("vllm_dtype", DTYPES), ("sharding", SHARDINGS),
@@ -382,6 +388,8 @@ class PolicyConfig:
 class PivotRLConfig(PolicyConfig):
     """Configuration of :func:`pivot_envs.trainers.pivotrl.train_pivotrl` (PivotRL, Algorithm 1): the
     :class:`PolicyConfig` settings plus the pivots, their verifiers, resampling and PVPO."""
+
+    advantage_inputs: ClassVar[AdvantageInputs] = AdvantageInputs(baselines=True, resample=True)  # profiled pivots
 
     # ------------------------------------------------------------------ pivots and verifiers
     pivots: str | None = None

@@ -19,14 +19,14 @@ One step::
                 episode advances one turn per round, one sampler call per round;
                 rollout="arpo": N initial rollouts, branching after tool results where
                 alpha + beta * (H_t - H_init) > tau, until M rollouts per task
-    A_j      <- group advantages of the task-success rewards (grpo | dr_grpo); infrastructure errors
-                are masked; zero-variance groups skipped (or kept)
+    A_j      <- the advantage policy (trainers.advantage) on the task-success rewards (grpo | dr_grpo);
+                infrastructure errors are masked; zero-variance groups skipped (or kept)
     rows     <- every assistant turn of every rollout: (the prompt it was sampled from, its tokens,
                 A_j). Tool results and user replies are only in prompts: masked. A branch carries its
                 parent's turns before the branch point (ARPO's soft advantage attribution)
                 turn_credit = w > 0: a turn t with a turn reward r_t (the domain verifier's score while
                 the episode is on the expert's path) gets A_j + w * (r_t - mean of the group's turn
-                rewards); a turn off the path gets A_j alone (turn_rows)
+                rewards); a turn off the path gets A_j alone (turn_rows, AdvantagePolicy.turn_advantage)
     update   <- the PivotRL loss and optimiser (trainers.policy_update.PolicyUpdate, which both
                 trainers hold)
 
@@ -65,21 +65,21 @@ from pivot_envs.config import ConfigError
 from pivot_envs.domains import get_domain
 from pivot_envs.episode_env import EpisodeEnv, resolve_tasks
 from pivot_envs.episodes.turns import turn_verifier
-from pivot_envs.trainers.advantage import group_advantages, zero_variance
+from pivot_envs.trainers.advantage import AdvantageInputs, AdvantagePolicy, turn_mean, zero_variance
 from pivot_envs.trainers.config import PolicyConfig
 from pivot_envs.trainers.episode_rollouts import ArpoRule, Rollout, RolloutPlan, RolloutStats, play_groups
 from pivot_envs.trainers.harness_steps import (HarnessFailure, StepVerdict, check_failures, failure_text, harness_fields,
                                                nothing_trained, to_rollouts)
 from pivot_envs.trainers.policy_update import Row
 from pivot_envs.trainers.rollout_engine import build_rollout_engine
-from pivot_envs.trainers.run_loop import TrainResult, engine_fields, open_trainer, read_checkpoint, restore_rng, run_steps
+from pivot_envs.trainers.run_loop import RLTrainer, TrainResult, engine_fields
 from pivot_envs.trainers.sampling import PivotSampler, build_sampler, sampling_seed
 from pivot_envs.trainers.step_stats import EpisodeStepStats, metrics_row
 from pivot_envs.verifiers.hack_monitor import HackCounts, hack_counts
 from pivot_envs.verifiers.versions import verifier_versions
 
-__all__ = ["EpisodeRLConfig", "EpisodeRLTrainer", "group_turn_mean", "scored_turn_rewards", "train_episode_rl",
-           "turn_hacks", "turn_rows"]
+__all__ = ["EpisodeRLConfig", "EpisodeRLTrainer", "scored_turn_rewards", "train_episode_rl", "turn_hacks",
+           "turn_rows"]
 
 log = logging.getLogger("pivot_envs.trainers")
 
@@ -91,6 +91,8 @@ class EpisodeRLConfig(PolicyConfig):
     """Configuration of :func:`train_episode_rl`: the :class:`~pivot_envs.trainers.config.PolicyConfig`
     settings (model, sampling, loss, optimiser, checkpoints; ``group_size`` = M rollouts per task) plus
     the tasks and the episodes."""
+
+    advantage_inputs = AdvantageInputs(baselines=False, resample=False)  # a task's start has no profiled V(s)
 
     tasks: str | None = None
     """Task source: a trajectory file or ``bundled:DOMAIN[:SPLIT]``; ``None``: the domain's bundled ``split``."""
@@ -184,11 +186,6 @@ class EpisodeRLConfig(PolicyConfig):
         super().validate()
         if self.rollout not in ROLLOUTS:
             raise ConfigError(f"EpisodeRLConfig.rollout = {self.rollout!r} is invalid: it must be one of {', '.join(ROLLOUTS)}")
-        if self.advantage == "pvpo":
-            raise ConfigError("EpisodeRLConfig.advantage = 'pvpo' is invalid: episodes have no profiled V(s); "
-                              "use grpo or dr_grpo")
-        if self.zero_variance == "resample":
-            raise ConfigError("EpisodeRLConfig.zero_variance = 'resample' is invalid for episodes: use skip or keep")
         for name in ("tasks_per_step", "max_turns", "arpo_initial", "arpo_branches", "arpo_entropy_tokens", "episode_workers"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -212,9 +209,6 @@ class EpisodeRLConfig(PolicyConfig):
                                                      or self.harness_concurrency < 1):
             raise ConfigError(f"EpisodeRLConfig.harness_concurrency = {self.harness_concurrency!r} is invalid: it must "
                               "be an integer >= 1 or null")
-        if not isinstance(self.turn_credit, (int, float)) or not math.isfinite(self.turn_credit) or self.turn_credit < 0:
-            raise ConfigError(f"EpisodeRLConfig.turn_credit = {self.turn_credit!r} is invalid: it must be a number "
-                              ">= 0 (0: plain E2E)")
 
     def plan(self) -> RolloutPlan:
         arpo = None
@@ -234,23 +228,23 @@ def train_episode_rl(config: EpisodeRLConfig | dict[str, Any],
     return EpisodeRLTrainer(config, on_step=on_step, vllm_llm=vllm_llm, harness=harness).train()
 
 
-def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float], turn_credit: float = 0.0) -> list[Row]:
-    """Loss rows of one group: every assistant turn of every scored rollout with its rollout's advantage,
-    plus ``turn_credit * (r_t - rbar)`` on turns with a turn reward (see :class:`EpisodeRLConfig.turn_credit`).
+def turn_rows(rollouts: Sequence[Rollout], advantages: Sequence[float],
+              policy: AdvantagePolicy = AdvantagePolicy()) -> list[Row]:
+    """Loss rows of one group: every assistant turn of every scored rollout with its rollout's advantage, shaped
+    per turn by ``policy`` (:meth:`~.advantage.AdvantagePolicy.turn_advantage`: ``turn_credit * (r_t - rbar)`` on
+    turns with a turn reward, see :class:`EpisodeRLConfig.turn_credit`).
 
     The completion of a row is the turn's sampled tokens only; everything the world or the user said
     is in the prompt, which the loss never counts. Rollouts without a reward (errors) give no rows.
     """
-    rbar = group_turn_mean(rollouts) if turn_credit else None
+    rbar = turn_mean(scored_turn_rewards(rollouts)) if policy.turn_credit else None
     rows: list[Row] = []
     for r, adv in zip(rollouts, advantages):
         if r.reward is None:
             continue
         for t in r.turns:
             if t.completion.token_ids:
-                a = float(adv)
-                if rbar is not None and t.reward is not None:
-                    a += turn_credit * (t.reward - rbar)
+                a = policy.turn_advantage(adv, t.reward, rbar)
                 rows.append(Row(list(t.prompt_ids), list(t.completion.token_ids), a, t.completion.logprobs))
     return rows
 
@@ -269,20 +263,17 @@ def turn_hacks(rollouts: Sequence[Rollout]) -> HackCounts:
     return hack_counts([v.action for v in judged], [v.pivot for v in judged], [v.result for v in judged])
 
 
-def group_turn_mean(rollouts: Sequence[Rollout]) -> float | None:
-    """``rbar``: the mean turn reward over the group's scored turns (``None`` when no turn has one)."""
-    values = scored_turn_rewards(rollouts)
-    return math.fsum(values) / len(values) if values else None
+class EpisodeRLTrainer(RLTrainer):
+    """Tasks and their episodes; the run, the policy and its updates are the :class:`~.run_loop.RLTrainer`'s: the
+    same model, loss, optimiser, schedule, checkpoints (the task order resumes like the pivot order) and metrics
+    file as :class:`~.pivotrl.PivotRLTrainer`'s."""
 
-
-class EpisodeRLTrainer:
-    """Tasks and their episodes; the policy and its updates are a :class:`~.policy_update.PolicyUpdate`
-    (``trainer.policy_update``), the same model, loss, optimiser, schedule, checkpoints (the task order
-    resumes like the pivot order) and metrics file as :class:`~.pivotrl.PivotRLTrainer`'s."""
+    config: EpisodeRLConfig
+    renamed_keys = {"pivots_per_step": "tasks_per_step"}
 
     def __init__(self, config: EpisodeRLConfig | dict[str, Any],
                  on_step: Callable[[dict[str, Any]], None] | None = None, *, vllm_llm: Any = None, harness: Any = None):
-        cfg = self.config = config if isinstance(config, EpisodeRLConfig) else EpisodeRLConfig.from_dict(config)
+        cfg = config if isinstance(config, EpisodeRLConfig) else EpisodeRLConfig.from_dict(config)
         if not cfg.model:
             raise ConfigError("EpisodeRLConfig.model is empty: set model to a model folder (save_pretrained) or hub id")
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # before any model loads or files are written
@@ -290,7 +281,7 @@ class EpisodeRLTrainer:
                               f"one of {os.environ['WORLD_SIZE']} (torchrun or accelerate launch): start it with plain "
                               "`pivot-envs train` or `python -m pivot_envs.cli train`; for whole tasks on several GPUs "
                               "use TRL (examples/trl_episodes.py)")
-        open_trainer(self, cfg, on_step)
+        super().__init__(cfg, on_step)
         self.policy_update.wrap_ddp()
         module = self.policy_update.module
         sampler = build_sampler(module, self.tokenizer, cfg, batch_size=cfg.tasks_per_step)
@@ -300,11 +291,6 @@ class EpisodeRLTrainer:
             self.agent.settings.batch_size = cfg.tasks_per_step * cfg.group_size
         self.harness = self._harness_source(harness) if (harness is not None or cfg.harness is not None) else None
         self.harness_steps: list[StepVerdict] = []
-
-    # the policy's parts, as attributes of the trainer (they live in ``policy_update``)
-    policy = property(lambda self: self.policy_update.policy, doc="The policy.")
-    tokenizer = property(lambda self: self.policy_update.tokenizer)
-    updates = property(lambda self: self.policy_update.updates, doc="Optimiser updates so far.")
 
     # ------------------------------------------------------------------ setup
     def _harness_source(self, harness: Any) -> Any:
@@ -326,7 +312,7 @@ class EpisodeRLTrainer:
             self.agent, self.make_env, spec, version=lambda: self.rollout.policy_version, max_turns=cfg.max_turns,
             score_turns=cfg.turn_credit > 0, concurrency=cfg.harness_concurrency, seed=cfg.seed)
 
-    def _load_data(self) -> None:
+    def load_data(self) -> None:
         cfg = self.config
         self.domain = get_domain(cfg.domain)
         if cfg.world is not None:
@@ -347,14 +333,12 @@ class EpisodeRLTrainer:
         # checkpoints: a resume under other versions is refused
         self.verifier_versions = verifier_versions(turn_verifier(None, None if cfg.world is not None else self.domain))
 
-    def _restore(self, path: Any) -> None:
-        state = read_checkpoint(path, self.config, renamed={"pivots_per_step": "tasks_per_step"},
-                                verifier_versions=self.verifier_versions)
-        self.policy_update.load_state_dict(state, default_updates=int(state["step"]) * self.config.num_iterations)
+    def data_state(self) -> dict[str, Any]:
+        """The task order (stored as ``pivot_sampler``)."""
+        return {"pivot_sampler": self.task_sampler.state_dict()}
+
+    def load_data_state(self, state: dict[str, Any]) -> None:
         self.task_sampler.load_state_dict(state["pivot_sampler"])
-        self.step = int(state["step"])
-        self.rollout_turns_total = int(state.get("rollout_turns_total", 0))
-        restore_rng(path, self.dist)
 
     def make_env(self) -> EpisodeEnv:
         """A fresh episode env over the run's tasks (rewards are task success; with ``turn_credit`` the env
@@ -372,10 +356,10 @@ class EpisodeRLTrainer:
 
     # ------------------------------------------------------------------ the loop
     def train(self) -> TrainResult:
-        """Run the remaining steps (see :func:`~.run_loop.run_steps`); a harness's endpoint stops at the end, and a
-        harness run in which no step trained raises :class:`~.harness_steps.HarnessFailure` saying why."""
+        """Run the remaining steps (see :meth:`~.run_loop.RLTrainer.train`); a harness's endpoint stops at the end,
+        and a harness run in which no step trained raises :class:`~.harness_steps.HarnessFailure` saying why."""
         try:
-            result = run_steps(self)
+            result = super().train()
         finally:
             if self.harness is not None:
                 self.harness.close()
@@ -408,6 +392,8 @@ class EpisodeRLTrainer:
                                             entropy_fn=self.entropy_fn if self.plan.arpo is not None else None)
         t_sample = time.perf_counter() - t0
         self._count(groups, stats, st)
+        # ALGO LOGIC: the advantages (the run's AdvantagePolicy, trainers/advantage.py: task success per rollout, turn
+        # credit per turn), then the loss over their rows (PolicyUpdate.update, trainers/loss.py)
         rows: list[Row] = []
         for group in groups:
             rewards = [r.reward if r.reward is not None else 0.0 for r in group]
@@ -417,19 +403,20 @@ class EpisodeRLTrainer:
             turn_rewards = scored_turn_rewards(group)
             st.turn_reward_sum += math.fsum(turn_rewards)
             st.turn_reward_n += len(turn_rewards)
-            flat_turns = not cfg.turn_credit or zero_variance(turn_rewards)
-            if zero_variance(rewards, valid) and flat_turns and cfg.zero_variance != "keep":
+            if not self.advantage.trains(rewards, valid, turn_rewards):
                 st.skipped_groups += 1
                 continue
-            adv = group_advantages(rewards, valid, mode=cfg.advantage, eps_std=cfg.eps_std)
+            adv = self.advantage.advantages(rewards, valid)
             st.used_groups += 1
-            rows += turn_rows(group, [float(a) for a in adv], cfg.turn_credit)
+            rows += turn_rows(group, adv, self.advantage)
         st.used_rows += len(rows)
         t2 = time.perf_counter()
         lr = self.policy_update.lr
         update = self.policy_update.update(rows, engine="harness" if self.harness is not None else self.rollout.name)
         t_update = time.perf_counter() - t2
         st.add_update(update)
+
+        # PLUMBING: the metrics row
         total = st.reduced(self.dist)
         self.rollout_turns_total += int(total.rollout_turns)
         step_s = time.perf_counter() - t0
@@ -520,17 +507,3 @@ class EpisodeRLTrainer:
             st.reward_sum += float(sum(scored))
             st.reward_sq_sum += float(sum(x * x for x in scored))
             st.reward_n += len(scored)
-
-    def save_checkpoint(self, row: dict[str, Any] | None = None) -> Any:
-        """Checkpoint the run after ``self.step`` steps (the task order is stored as ``pivot_sampler``)."""
-        state = {
-            "format": 1,
-            "step": self.step,
-            "pivot_sampler": self.task_sampler.state_dict(),
-            "rollout_turns_total": self.rollout_turns_total,
-            "config": self.config.to_dict(),
-            "verifier_versions": self.verifier_versions,
-        }
-        summary = {"step": self.step, "config": self.config.to_dict(), "metrics": row or {},
-                   "verifier_versions": self.verifier_versions}
-        return self.policy_update.save_checkpoint(self.output_dir, self.step, state, summary, self.config.save_total_limit)

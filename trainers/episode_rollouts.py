@@ -29,7 +29,8 @@ ARPO (Dong et al. 2025, arXiv 2507.19849; ``RolloutPlan(arpo=ArpoRule(...))``):
    ended with budget left, fresh rollouts from the start fill it (as the reference implementation).
 
 Entropy is the full-distribution entropy of each of the first ``k`` completion tokens (a teacher-forced
-forward of the policy, ``entropy_fn``), averaged and divided by ``log V`` (so 0 <= H <= 1; the
+forward of the policy, ``entropy_fn``), averaged and divided by ``log V`` (so 0 <= H <= 1,
+:func:`~.logprobs.normalised_entropy`; the
 reference code divides by ``log V`` too). A branch re-creates its parent's state by replaying the
 parent's earlier actions in a fresh env (worlds are deterministic; replayed steps are tool calls of
 the world, not model calls, and are counted apart as ``replayed_steps``).
@@ -43,7 +44,6 @@ their number — ARPO's soft advantage estimation.
 
 from __future__ import annotations
 
-import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -431,11 +431,3 @@ def _finish_if_failed(r: Rollout, pool: _EnvPool) -> bool:
 
 def _round_seed(seed: int, round_: int, part: int) -> int:
     return (int(seed) * 1_000_003 + round_ * 7919 + part) % (2**63)
-
-
-def normalised_entropy(entropies: Sequence[float], vocab_size: int) -> float:
-    """Mean of per-token entropies (nats) divided by ``log V``: 0 (certain) .. 1 (uniform)."""
-    if not entropies:
-        return 0.0
-    return math.fsum(entropies) / len(entropies) / math.log(max(2, vocab_size))
-

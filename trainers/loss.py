@@ -10,7 +10,7 @@ Per completion token t of sample i::
 
 The loss is the negative objective, averaged over each sample's tokens and then
 over samples (``agg="sample"``, GRPO), or over all tokens of the batch
-(``agg="token"``, DAPO-style).
+(``agg="token"``, DAPO-style). ``A_i`` comes from the advantage policy, :mod:`.advantage`.
 """
 
 from __future__ import annotations

@@ -15,16 +15,17 @@ One step (per process; ``torchrun`` runs several, see :mod:`.distributed`)::
     groups   <- G actions per pivot from pi_old: ``hf`` on the policy's live weights, or the vLLM engine
     scores   <- verifier.verify_many over the whole batch; verifier errors are masked and counted
     zero-variance groups: skipped, resampled or kept; PVPO: expert action injected into all-0 groups
-    A_i      <- group advantages: grpo (r - mean) / (std + eps) | dr_grpo r - mean | pvpo r - V(s)
+    A_i      <- the advantage policy (.advantage): grpo (r - mean) / (std + eps) | dr_grpo r - mean | pvpo r - V(s)
     log pi_old <- no-grad forward of the policy before the update (or the sampler's scores, see config)
     log pi_0   <- frozen reference (only when beta > 0; with LoRA: adapters disabled)
     num_iterations x: clipped surrogate - beta * k3 KL over grad_accum_steps micro-batches,
                       backward, clip the gradient norm, AdamW, scheduler
     metrics.jsonl row; checkpoint every save_every steps
 
-The math lives in :mod:`.advantage` and :mod:`.loss`; the policy, its reference, the optimiser, the
-schedule, the update step and the model's checkpoints in :mod:`.policy_update` (shared with the episode
-trainer, :mod:`.episode_rl`); the loop around the steps in :mod:`.run_loop`; the step's counters in
+The math lives in :mod:`.advantage` (the advantage policy, PVPO's V(s) included) and :mod:`.loss`; the policy, its
+reference, the optimiser, the schedule, the update step and the model's checkpoints in :mod:`.policy_update` (shared
+with the episode trainer, :mod:`.episode_rl`); the run, the loop around the steps and checkpoints in
+:mod:`.run_loop` (:class:`~.run_loop.RLTrainer`, the base of both trainers); the step's counters in
 :mod:`.step_stats`. Sampling, scoring, log-probs, metrics and DDP each have their own module.
 
 Hardware: CPU runs in float32 (tested). CUDA paths — bfloat16 autocast, gradient
@@ -38,27 +39,23 @@ import json
 import logging
 import time
 from dataclasses import fields
-from pathlib import Path
 from typing import Any, Callable
 
 from pivot_envs.domains import get_domain
 from pivot_envs.sources import resolve_pivots
-from pivot_envs.trainers.advantage import group_advantages, zero_variance
+from pivot_envs.trainers.advantage import ValueTable, zero_variance
 from pivot_envs.trainers.config import ConfigError, PivotRLConfig
 from pivot_envs.trainers.distributed import gather_objects, unwrap
 from pivot_envs.trainers.policy_update import Row
 from pivot_envs.trainers.rollout_engine import build_rollout_engine
 from pivot_envs.trainers.run_loop import (  # RESUMABLE_CHANGES, TrainResult: re-exported
     RESUMABLE_CHANGES,  # noqa: F401
+    RLTrainer,
     TrainResult,
     engine_fields,
-    open_trainer,
-    read_checkpoint,
-    restore_rng,
-    run_steps,
 )
 from pivot_envs.trainers.sampling import Group, PivotSampler, build_sampler, expert_completion, sample_groups, sampling_seed
-from pivot_envs.trainers.scoring import GroupScores, ValueTable, score_groups
+from pivot_envs.trainers.scoring import GroupScores, score_groups
 from pivot_envs.trainers.step_stats import StepStats, metrics_row
 from pivot_envs.types import Pivot
 from pivot_envs.verifiers import build_verifier
@@ -86,20 +83,22 @@ def train_pivotrl(
     return PivotRLTrainer(config, on_step=on_step, vllm_llm=vllm_llm).train()
 
 
-class PivotRLTrainer:
-    """The pivots, their verifiers and the PVPO baseline of one run; the policy and its updates are a
-    :class:`~.policy_update.PolicyUpdate` (``trainer.policy_update``), shared with the episode trainer.
+class PivotRLTrainer(RLTrainer):
+    """The pivots, their verifiers and the PVPO baseline of one run; the run, the policy and its updates are the
+    :class:`~.run_loop.RLTrainer`'s, shared with the episode trainer.
 
     ``PivotRLTrainer(config).train()`` is :func:`train_pivotrl`; the object stays usable after
     training (``trainer.policy``, ``trainer.tokenizer``) — e.g. to compare weights across ranks.
     """
 
+    config: PivotRLConfig
+
     def __init__(self, config: PivotRLConfig | dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None = None,
                  *, vllm_llm: Any = None):
-        cfg = self.config = config if isinstance(config, PivotRLConfig) else PivotRLConfig.from_dict(config)
+        cfg = config if isinstance(config, PivotRLConfig) else PivotRLConfig.from_dict(config)
         if not cfg.model:
             raise ConfigError("PivotRLConfig.model is empty: set model to a model folder (save_pretrained) or hub id")
-        open_trainer(self, cfg, on_step)
+        super().__init__(cfg, on_step)
         if cfg.rollout_engine == "vllm" and self.dist.world_size > 1:
             raise ConfigError("rollout_engine='vllm' runs in one process: torchrun with several processes would start "
                               "one engine per process (not supported yet); use rollout_engine='hf' under torchrun")
@@ -109,17 +108,14 @@ class PivotRLTrainer:
                                             shared_llm=vllm_llm)
         self.agent = self.rollout.agent
 
-    # the policy's parts, as attributes of the trainer (they live in ``policy_update``)
-    policy = property(lambda self: self.policy_update.policy, doc="The policy (DDP-wrapped under torchrun).")
-    tokenizer = property(lambda self: self.policy_update.tokenizer)
+    # more of the policy's parts, as attributes of the trainer (they live in ``policy_update``)
     reference = property(lambda self: self.policy_update.reference)
     optimizer = property(lambda self: self.policy_update.optimizer)
     scheduler = property(lambda self: self.policy_update.scheduler)
-    updates = property(lambda self: self.policy_update.updates, doc="Optimiser updates so far.")
     eos_id = property(lambda self: self.policy_update.eos_id)
 
     # ------------------------------------------------------------------ setup
-    def _load_data(self) -> None:
+    def load_data(self) -> None:
         cfg = self.config
         self.domain = get_domain(cfg.domain)
         pivots = resolve_pivots(cfg.pivots, domain=self.domain.name, split=cfg.split)
@@ -133,7 +129,8 @@ class PivotRLTrainer:
         self.verifier_versions = merged_versions(v for v in (self.verifier, self.strict_verifier) if v is not None)
         self.pivot_sampler = PivotSampler(list(self.pivots), cfg.seed)
         self.values = ValueTable()
-        if cfg.advantage == "pvpo":
+        self._pvpo_missing: list[str] = []  # pivots with no profile: profiled with the policy before the first step
+        if self.advantage.uses_baseline:
             missing = [p.id for p in self.pivots.values() if p.profile is None or not p.profile.rewards]
             if missing and not (cfg.pvpo_refresh_source == "profile" and cfg.pvpo_refresh_every > 0):
                 raise ConfigError(f"advantage='pvpo' needs V(s) = pivot.profile.mean, but {len(missing)} pivot(s) of "
@@ -144,19 +141,18 @@ class PivotRLTrainer:
                                       if p.profile is not None and p.profile.rewards})
             self._pvpo_missing = missing
 
-    def _restore(self, path: Path) -> None:
-        state = read_checkpoint(path, self.config, verifier_versions=self.verifier_versions)
-        self.policy_update.load_state_dict(state, default_updates=int(state["step"]) * self.config.num_iterations)
+    def data_state(self) -> dict[str, Any]:
+        """The pivot order and PVPO's V(s) (its running window too)."""
+        return {"pivot_sampler": self.pivot_sampler.state_dict(), "values": self.values.state_dict()}
+
+    def load_data_state(self, state: dict[str, Any]) -> None:
         self.pivot_sampler.load_state_dict(state["pivot_sampler"])
         self.values.load_state_dict(state["values"])
-        self.step = int(state["step"])
-        self.rollout_turns_total = int(state.get("rollout_turns_total", 0))
-        restore_rng(path, self.dist)
 
     # ------------------------------------------------------------------ the loop
-    def train(self) -> TrainResult:
-        """Run the remaining steps (see :func:`~.run_loop.run_steps`)."""
-        return run_steps(self, before=self._pvpo_start if self.config.advantage == "pvpo" else None)
+    def before_first_step(self) -> None:
+        if self.advantage.uses_baseline:
+            self._pvpo_start()
 
     def train_step(self, step: int) -> dict[str, Any]:
         """Sample, score, build advantages, update; returns the step's metrics row (same on every rank)."""
@@ -178,7 +174,7 @@ class PivotRLTrainer:
 
         if cfg.zero_variance == "resample":  # sample flat groups again (counted as sampling / scoring time)
             for attempt in range(1, cfg.max_resample + 1):
-                todo = [i for i, s in enumerate(scores) if _flat(s)]
+                todo = [i for i, s in enumerate(scores) if self.advantage.flat(s.rewards, s.valid)]
                 if not todo:
                     break
                 t = time.perf_counter()
@@ -199,19 +195,21 @@ class PivotRLTrainer:
             st.injected += float(self._inject_expert(groups, scores))
             t_score += time.perf_counter() - t
 
+        # ALGO LOGIC: the advantages (the run's AdvantagePolicy, trainers/advantage.py), then the loss over their rows
+        # (PolicyUpdate.update: clipped surrogate - beta * k3 KL, trainers/loss.py)
         rows: list[Row] = []
         for g, s in zip(groups, scores):
             if not s.scored_rewards:
                 continue
-            if _flat(s) and cfg.zero_variance != "keep":
+            if not self.advantage.trains(s.rewards, s.valid):
                 st.skipped_groups += 1
                 continue
-            baseline = self.values[g.pivot.id] if cfg.advantage == "pvpo" else None
-            adv = group_advantages(s.rewards, s.valid, mode=cfg.advantage, baseline=baseline, eps_std=cfg.eps_std)
+            baseline = self.values[g.pivot.id] if self.advantage.uses_baseline else None
+            adv = self.advantage.advantages(s.rewards, s.valid, baseline)
             st.used_groups += 1
             for j, c in enumerate(g.completions):
                 if s.valid[j] and c.token_ids:
-                    rows.append(Row(g.prompt_ids, list(c.token_ids), float(adv[j]), c.logprobs))
+                    rows.append(Row(g.prompt_ids, list(c.token_ids), adv[j], c.logprobs))
         st.used_rows += len(rows)
 
         t2 = time.perf_counter()
@@ -220,7 +218,8 @@ class PivotRLTrainer:
         t_update = time.perf_counter() - t2
         st.add_update(update)
 
-        refreshed = self._pvpo_after_step(step, pvpo_seen) if cfg.advantage == "pvpo" else 0
+        # PLUMBING: PVPO's V(s) refresh, samples, the metrics row
+        refreshed = self._pvpo_after_step(step, pvpo_seen) if self.advantage.uses_baseline else 0
         if cfg.log_samples:
             self._log_samples(step, groups, scores)
         total = st.reduced(self.dist)
@@ -231,7 +230,7 @@ class PivotRLTrainer:
         row.update(
             rollout_turns=turns,
             cumulative_rollout_turns=self.rollout_turns_total,
-            pvpo_refreshed=refreshed if cfg.advantage == "pvpo" else None,
+            pvpo_refreshed=refreshed if self.advantage.uses_baseline else None,
             active_pivots=len(self.pivot_sampler.active),
             epoch=self.pivot_sampler.epoch,
             sample_s=t_sample, score_s=t_score, update_s=t_update, step_s=step_s,
@@ -263,7 +262,7 @@ class PivotRLTrainer:
                 st.unscored_groups += 1
                 continue
             st.scored_groups += 1
-            st.zero_var_groups += float(1 if _flat(s) else 0)
+            st.zero_var_groups += float(1 if zero_variance(s.rewards, s.valid) else 0)
             st.reward_sum += float(sum(scored))
             st.reward_sq_sum += float(sum(r * r for r in scored))
             st.reward_n += len(scored)
@@ -295,8 +294,8 @@ class PivotRLTrainer:
     # ------------------------------------------------------------------ PVPO baseline V(s)
     def _pvpo_start(self) -> None:
         """Profile unprofiled pivots with the policy (when configured) and drop solved ones."""
-        if getattr(self, "_pvpo_missing", None):
-            self._pvpo_profile([pid for pid in self._pvpo_missing], step=0)
+        if self._pvpo_missing:
+            self._pvpo_profile(list(self._pvpo_missing), step=0)
         self._pvpo_drop_solved()
 
     def _pvpo_after_step(self, step: int, seen: list[tuple[str, list[float]]]) -> int:
@@ -352,23 +351,3 @@ class PivotRLTrainer:
                 for per_rank in everything:
                     for item in per_rank:
                         f.write(json.dumps(item, ensure_ascii=False) + "\n")
-
-    def save_checkpoint(self, row: dict[str, Any] | None = None) -> Path:
-        """Checkpoint the run after ``self.step`` steps (collective under DDP)."""
-        state = {
-            "format": 1,
-            "step": self.step,
-            "pivot_sampler": self.pivot_sampler.state_dict(),
-            "values": self.values.state_dict(),
-            "rollout_turns_total": self.rollout_turns_total,
-            "config": self.config.to_dict(),
-            "verifier_versions": self.verifier_versions,
-        }
-        summary = {"step": self.step, "config": self.config.to_dict(), "metrics": row or {},
-                   "verifier_versions": self.verifier_versions}
-        return self.policy_update.save_checkpoint(self.output_dir, self.step, state, summary, self.config.save_total_limit)
-
-
-def _flat(scores: GroupScores) -> bool:
-    """No learning signal under GRPO: every scored reward equal (or nothing scored)."""
-    return zero_variance(scores.rewards, scores.valid)

@@ -32,9 +32,8 @@ from pivot_envs.config import ConfigError
 from pivot_envs.trainers import checkpoint as ckpt
 from pivot_envs.trainers.config import PolicyConfig
 from pivot_envs.trainers.distributed import DistInfo, barrier, check_world_size, no_sync, reduce_sums, unwrap, wrap_ddp
-from pivot_envs.trainers.episode_rollouts import normalised_entropy
 from pivot_envs.trainers.lm_loop import clip_grad_norm
-from pivot_envs.trainers.logprobs import TokenBatch, completion_logprobs, pack
+from pivot_envs.trainers.logprobs import completion_logprobs, normalised_entropy
 from pivot_envs.trainers.loss import pivotrl_loss
 from pivot_envs.trainers.rollout_correction import engine_logprobs, importance_weights, mismatch_sums
 from pivot_envs.trainers.schedule import build_scheduler
@@ -49,6 +48,7 @@ from pivot_envs.trainers.sharding import (
     shard,
 )
 from pivot_envs.trainers.step_stats import UpdateResult, UpdateSums
+from pivot_envs.trainers.token_batch import TokenBatch, pack
 
 __all__ = ["PolicyUpdate", "Row"]
 
@@ -304,7 +304,7 @@ class PolicyUpdate:
             return self.logprobs(self.module, batch)[0]
 
     def entropies(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[float]:
-        """Normalised entropy (:func:`~.episode_rollouts.normalised_entropy`: mean over the given tokens of
+        """Normalised entropy (:func:`~.logprobs.normalised_entropy`: mean over the given tokens of
         H / log V) of the policy at each row's completion tokens (0 for an empty completion)."""
         module = self.module
         out = [0.0] * len(prompts)

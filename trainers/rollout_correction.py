@@ -18,7 +18,7 @@ from typing import Sequence
 
 import torch
 
-from pivot_envs.trainers.logprobs import TokenBatch
+from pivot_envs.trainers.token_batch import TokenBatch
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """What every RL run does around its steps: start (processes, device, seeds, the output folder), loop
 (metrics rows, checkpoints, the console line, ``on_step``), finish (``final/``, plots) and resume.
 
-A trainer holds a :class:`~.policy_update.PolicyUpdate` and gives :func:`run_steps` its step function;
-the PivotRL and the episode trainer differ only in their data and their step.
+Both RL trainers are an :class:`RLTrainer`: a run, its data, a :class:`~.policy_update.PolicyUpdate`, the step
+count and the model calls so far. The PivotRL and the episode trainer differ only in their data
+(:meth:`~RLTrainer.load_data`, :meth:`~RLTrainer.data_state`) and their step (:meth:`~RLTrainer.train_step`).
 """
 
 from __future__ import annotations
@@ -10,15 +11,17 @@ from __future__ import annotations
 import logging
 import random
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import torch
 
 from pivot_envs.config import ConfigError
 from pivot_envs.trainers import checkpoint as ckpt
+from pivot_envs.trainers.advantage import AdvantagePolicy
 from pivot_envs.trainers.config import PolicyConfig
 from pivot_envs.trainers.distributed import (
     DistInfo,
@@ -31,10 +34,11 @@ from pivot_envs.trainers.distributed import (
 )
 from pivot_envs.trainers.metrics import MetricsLogger, format_row, plot_metrics, truncate_metrics
 from pivot_envs.trainers.policy_update import PolicyUpdate
+from pivot_envs.trainers.rollout_engine import HFRolloutEngine, VLLMRolloutEngine
 from pivot_envs.trainers.step_stats import StepStats
 from pivot_envs.verifiers.versions import check_versions
 
-__all__ = ["RESUMABLE_CHANGES", "Run", "TrainResult", "engine_fields", "run_steps", "start_run"]
+__all__ = ["RESUMABLE_CHANGES", "RLTrainer", "Run", "TrainResult", "engine_fields", "start_run"]
 
 log = logging.getLogger("pivot_envs.trainers")
 
@@ -112,26 +116,6 @@ def start_run(cfg: PolicyConfig) -> Run:
     return run
 
 
-def open_trainer(trainer: Any, cfg: PolicyConfig, on_step: Callable[[dict[str, Any]], None] | None) -> None:
-    """What both RL trainers do first: start the run (:func:`start_run`), load their data
-    (``trainer._load_data()``), build the :class:`~.policy_update.PolicyUpdate` and, when resuming, restore
-    their own state (``trainer._restore(dir)``). Sets ``on_step``, ``run``, ``dist``, ``device``,
-    ``output_dir``, ``metrics_path``, ``samples_path``, ``resume_dir``, ``policy_update``, ``step`` and
-    ``rollout_turns_total`` (model calls so far: the axis the arms compare on)."""
-    trainer.on_step = on_step
-    run = trainer.run = start_run(cfg)
-    trainer.dist, trainer.device = run.dist, run.device
-    trainer.output_dir, trainer.metrics_path, trainer.samples_path = run.output_dir, run.metrics_path, run.samples_path
-    trainer.resume_dir = run.resume_dir
-    with torch_threads(cfg.num_threads):
-        trainer._load_data()
-        trainer.policy_update = PolicyUpdate(cfg, run.dist, run.device, run.resume_dir)
-    trainer.step = 0
-    trainer.rollout_turns_total = 0
-    if run.resume_dir is not None:
-        trainer._restore(run.resume_dir)
-
-
 def read_checkpoint(path: Path, cfg: PolicyConfig, renamed: dict[str, str] | None = None,
                     verifier_versions: dict[str, int] | None = None) -> dict[str, Any]:
     """A checkpoint's trainer state; warns when the run's settings differ from the checkpoint's
@@ -158,77 +142,159 @@ def restore_rng(path: Path, dist: DistInfo) -> None:
         ckpt.set_rng_state(rng)
 
 
-class Steppable(Protocol):
-    """What :func:`run_steps` needs of a trainer."""
+class RLTrainer(ABC):
+    """What both RL trainers are. ``__init__`` starts the run (:func:`start_run`), loads the subclass's data
+    (:meth:`load_data`), builds the :class:`~.policy_update.PolicyUpdate` and, when resuming, restores the
+    checkpoint's state (:meth:`restore`); the subclass then builds its ``rollout`` engine. :meth:`train` runs
+    :meth:`train_step` until ``config.steps``.
+
+    Attributes:
+        config: the run's settings.
+        on_step: called on rank 0 with every step's metrics row.
+        advantage: the advantage policy (:mod:`.advantage`): mode, zero-variance rule, baseline, turn shaping.
+        run: the processes, device, files and resume point (``dist``, ``device``, ``output_dir``, ... read it).
+        policy_update: the policy, its reference, the optimiser and the schedule.
+        rollout: the rollout engine (``hf`` or ``vllm``), built by the subclass.
+        step: steps done (a resumed run counts the earlier ones).
+        rollout_turns_total: model calls so far (sampled turns): the axis the arms compare on.
+        verifier_versions: the versions of the verifiers behind the rewards, recorded in checkpoints (set by
+            :meth:`load_data`): a resume under other versions is refused.
+    """
+
+    renamed_keys: ClassVar[dict[str, str] | None] = None
+    """Config keys renamed since a checkpoint was written (old -> new), for :func:`read_checkpoint`."""
 
     config: PolicyConfig
-    run: Run
-    policy_update: PolicyUpdate
-    rollout: Any
-    step: int
-    on_step: Callable[[dict[str, Any]], None] | None
+    rollout: HFRolloutEngine | VLLMRolloutEngine
+    verifier_versions: dict[str, int]
 
-    def train_step(self, step: int) -> dict[str, Any]: ...
+    def __init__(self, config: PolicyConfig, on_step: Callable[[dict[str, Any]], None] | None):
+        self.config = config
+        self.on_step = on_step
+        self.advantage = AdvantagePolicy.of(config)
+        self.run = start_run(config)
+        with torch_threads(config.num_threads):
+            self.load_data()
+            self.policy_update = PolicyUpdate(config, self.run.dist, self.run.device, self.run.resume_dir)
+        self.step = 0
+        self.rollout_turns_total = 0
+        if self.run.resume_dir is not None:
+            self.restore(self.run.resume_dir)
 
-    def save_checkpoint(self, row: dict[str, Any] | None = None) -> Path: ...
+    # the run's and the policy's parts, as attributes of the trainer
+    dist = property(lambda self: self.run.dist, doc="The process group.")
+    device = property(lambda self: self.run.device)
+    output_dir = property(lambda self: self.run.output_dir)
+    metrics_path = property(lambda self: self.run.metrics_path)
+    samples_path = property(lambda self: self.run.samples_path)
+    resume_dir = property(lambda self: self.run.resume_dir, doc="The checkpoint this run resumed from, or None.")
+    policy = property(lambda self: self.policy_update.policy, doc="The policy (DDP-wrapped under torchrun).")
+    tokenizer = property(lambda self: self.policy_update.tokenizer)
+    updates = property(lambda self: self.policy_update.updates, doc="Optimiser updates so far.")
 
+    # ------------------------------------------------------------------ what a trainer adds
+    @abstractmethod
+    def load_data(self) -> None:
+        """Load the run's data (pivots or tasks, their verifiers) and set ``verifier_versions``; runs before the
+        policy is built, under the run's torch threads."""
 
-def run_steps(trainer: Steppable, before: Callable[[], None] | None = None) -> TrainResult:
-    """Run ``trainer.train_step`` until ``config.steps``: a metrics row per step, checkpoints every
-    ``save_every`` steps and at the last, then ``final/`` and the plot. ``before()`` runs first on a fresh run.
-    A trainer with a ``check_step(row)`` method has it called after each step's row is logged: it stops the run
-    by raising."""
-    cfg, run, start = trainer.config, trainer.run, time.perf_counter()
-    dist = run.dist
-    fresh = run.resume_dir is None
-    if dist.is_main and not fresh:
-        truncate_metrics(run.metrics_path, trainer.step)
-        if run.samples_path.exists():
-            truncate_metrics(run.samples_path, trainer.step)
-    if dist.is_main and fresh and run.samples_path.exists():
-        run.samples_path.unlink()
-    logger = MetricsLogger(run.metrics_path, report_to=cfg.report_to, run_dir=run.output_dir, config=cfg.to_dict(),
-                           enabled=dist.is_main, fresh=fresh, wandb_project=cfg.wandb_project)
-    row: dict[str, Any] = {}
-    layout = trainer.policy_update.layout()  # world_size, sharding, params_total, params_local (rank 0's share)
-    try:
-        with torch_threads(cfg.num_threads):
-            if fresh and before is not None:
-                before()
-            while trainer.step < cfg.steps:
-                row = {**trainer.train_step(trainer.step + 1), **layout}
-                trainer.step += 1
-                logger.log(row)
-                if cfg.save_every and (trainer.step % cfg.save_every == 0 or trainer.step == cfg.steps):
-                    trainer.save_checkpoint(row)
-                if dist.is_main:
-                    if trainer.step % cfg.log_every == 0 or trainer.step == cfg.steps:
-                        log.info(format_row(row))
-                    if trainer.on_step is not None:
-                        trainer.on_step(row)
-                check = getattr(trainer, "check_step", None)
-                if check is not None:  # after the row is logged: a trainer may stop the run (it raises)
-                    check(row)
-            final_dir = trainer.policy_update.save_final(run.output_dir, cfg.to_dict())
-    finally:
-        logger.close()
-        trainer.rollout.close()
-    plot = None
-    if cfg.plots and dist.is_main:
-        plot = plot_metrics(run.metrics_path, run.output_dir / "metrics.png")
-    barrier(dist)
-    shutdown(dist)
-    return TrainResult(
-        output_dir=run.output_dir,
-        final_model_dir=final_dir,
-        metrics_path=run.metrics_path,
-        plot_path=plot,
-        samples_path=run.samples_path if cfg.log_samples else None,
-        steps=trainer.step,
-        last_metrics=row,
-        seconds=time.perf_counter() - start,
-        checkpoints=ckpt.list_checkpoints(run.output_dir),
-    )
+    @abstractmethod
+    def data_state(self) -> dict[str, Any]:
+        """The trainer's own part of a checkpoint (the data position, ...), JSON-ready."""
+
+    @abstractmethod
+    def load_data_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`data_state` saved (``state``: the whole checkpoint's trainer state)."""
+
+    @abstractmethod
+    def train_step(self, step: int) -> dict[str, Any]:
+        """Make step ``step`` (1-based); returns its metrics row (the same on every rank)."""
+
+    def before_first_step(self) -> None:
+        """Runs once before the first step of a fresh run (not on resume)."""
+
+    def check_step(self, row: dict[str, Any]) -> None:
+        """Runs after each step's row is logged; a trainer stops the run by raising."""
+
+    # ------------------------------------------------------------------ checkpoints
+    def restore(self, path: Path) -> None:
+        """Continue from the checkpoint ``path``: the optimiser and schedule, the trainer's data state, the step
+        count, the model calls so far and this process's RNG states."""
+        state = read_checkpoint(path, self.config, renamed=self.renamed_keys, verifier_versions=self.verifier_versions)
+        self.policy_update.load_state_dict(state, default_updates=int(state["step"]) * self.config.num_iterations)
+        self.load_data_state(state)
+        self.step = int(state["step"])
+        self.rollout_turns_total = int(state.get("rollout_turns_total", 0))
+        restore_rng(path, self.dist)
+
+    def save_checkpoint(self, row: dict[str, Any] | None = None) -> Path:
+        """Checkpoint the run after ``self.step`` steps (collective under DDP)."""
+        state = {
+            "format": 1,
+            "step": self.step,
+            **self.data_state(),
+            "rollout_turns_total": self.rollout_turns_total,
+            "config": self.config.to_dict(),
+            "verifier_versions": self.verifier_versions,
+        }
+        summary = {"step": self.step, "config": self.config.to_dict(), "metrics": row or {},
+                   "verifier_versions": self.verifier_versions}
+        return self.policy_update.save_checkpoint(self.output_dir, self.step, state, summary, self.config.save_total_limit)
+
+    # ------------------------------------------------------------------ the loop
+    def train(self) -> TrainResult:
+        """Run :meth:`train_step` until ``config.steps``: a metrics row per step, checkpoints every
+        ``save_every`` steps and at the last, then ``final/`` and the plot. :meth:`before_first_step` runs first
+        on a fresh run; :meth:`check_step` after each step's row is logged."""
+        cfg, run, start = self.config, self.run, time.perf_counter()
+        dist = run.dist
+        fresh = run.resume_dir is None
+        if dist.is_main and not fresh:
+            truncate_metrics(run.metrics_path, self.step)
+            if run.samples_path.exists():
+                truncate_metrics(run.samples_path, self.step)
+        if dist.is_main and fresh and run.samples_path.exists():
+            run.samples_path.unlink()
+        logger = MetricsLogger(run.metrics_path, report_to=cfg.report_to, run_dir=run.output_dir, config=cfg.to_dict(),
+                               enabled=dist.is_main, fresh=fresh, wandb_project=cfg.wandb_project)
+        row: dict[str, Any] = {}
+        layout = self.policy_update.layout()  # world_size, sharding, params_total, params_local (rank 0's share)
+        try:
+            with torch_threads(cfg.num_threads):
+                if fresh:
+                    self.before_first_step()
+                while self.step < cfg.steps:
+                    row = {**self.train_step(self.step + 1), **layout}
+                    self.step += 1
+                    logger.log(row)
+                    if cfg.save_every and (self.step % cfg.save_every == 0 or self.step == cfg.steps):
+                        self.save_checkpoint(row)
+                    if dist.is_main:
+                        if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                            log.info(format_row(row))
+                        if self.on_step is not None:
+                            self.on_step(row)
+                    self.check_step(row)  # after the row is logged: a trainer may stop the run (it raises)
+                final_dir = self.policy_update.save_final(run.output_dir, cfg.to_dict())
+        finally:
+            logger.close()
+            self.rollout.close()
+        plot = None
+        if cfg.plots and dist.is_main:
+            plot = plot_metrics(run.metrics_path, run.output_dir / "metrics.png")
+        barrier(dist)
+        shutdown(dist)
+        return TrainResult(
+            output_dir=run.output_dir,
+            final_model_dir=final_dir,
+            metrics_path=run.metrics_path,
+            plot_path=plot,
+            samples_path=run.samples_path if cfg.log_samples else None,
+            steps=self.step,
+            last_metrics=row,
+            seconds=time.perf_counter() - start,
+            checkpoints=ckpt.list_checkpoints(run.output_dir),
+        )
 
 
 def engine_fields(rollout: Any, total: StepStats, version: int, sync_s: float, sample_s: float,

@@ -15,7 +15,7 @@ with that error instead of killing the run (:func:`pivot_envs.verifiers.batch.ve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from pivot_envs.actions import parse_action as default_parse
 from pivot_envs.trainers.sampling import Group
@@ -91,45 +91,3 @@ def score_groups(
             strict_passed=None if strict_verifier is None else [None if s.error else bool(s.passed) for s in strict_chunk],
         ))
     return out
-
-
-class ValueTable:
-    """PVPO's static baseline ``V(s)`` per pivot id, and the running window it is re-estimated from.
-
-    ``V(s)`` starts as the profiled mean reward (``pivot.profile.mean``). :meth:`observe` adds rewards
-    sampled at ``s``; :meth:`refresh` sets ``V(s)`` to the mean of the window for every pivot seen since
-    the last refresh (the others keep theirs) and clears the window.
-    """
-
-    def __init__(self, values: dict[str, float] | None = None):
-        self.values: dict[str, float] = dict(values or {})
-        self.window: dict[str, list[float]] = {}  # id -> [sum, count]
-
-    def __getitem__(self, pivot_id: str) -> float:
-        return self.values[pivot_id]
-
-    def observe(self, pivot_id: str, rewards: Sequence[float]) -> None:
-        acc = self.window.setdefault(pivot_id, [0.0, 0.0])
-        acc[0] += float(sum(rewards))
-        acc[1] += float(len(rewards))
-
-    def refresh(self) -> int:
-        """Apply the window; returns how many pivots got a new ``V(s)``."""
-        updated = 0
-        for pivot_id, (total, count) in self.window.items():
-            if count > 0:
-                self.values[pivot_id] = total / count
-                updated += 1
-        self.window = {}
-        return updated
-
-    def solved(self) -> list[str]:
-        """Pivots whose ``V(s)`` is 1 (every sample passed)."""
-        return [k for k, v in self.values.items() if v >= 1.0]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"values": dict(self.values), "window": {k: list(v) for k, v in self.window.items()}}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.values = {str(k): float(v) for k, v in state["values"].items()}
-        self.window = {str(k): [float(v[0]), float(v[1])] for k, v in state["window"].items()}

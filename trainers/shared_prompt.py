@@ -1,7 +1,7 @@
 """Completion logits with each distinct prompt forwarded once: a GRPO group's samples share their prompt.
 
 A PivotRL batch holds ``G`` completions per pivot, all after the same prompt. Packed row by row
-(:func:`.logprobs.pack`) the model runs the prompt ``G`` times, forward and backward; on a pivot whose prompt
+(:func:`.token_batch.pack`) the model runs the prompt ``G`` times, forward and backward; on a pivot whose prompt
 is ~370 tokens and whose actions are ~30, that is ~85 % of the update's work spent on copies. Here::
 
     prompts  [U, P]  (the distinct ones, left-padded as in the batch)  -> one forward, its KV cache kept
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from pivot_envs.trainers.logprobs import TokenBatch
+from pivot_envs.trainers.token_batch import TokenBatch
 
 __all__ = ["PromptGroups", "distinct_prompts", "shared_prompt_logits"]
 

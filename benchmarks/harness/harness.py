@@ -50,7 +50,8 @@ from pivot_envs.harness.policy import EnginePolicy
 from pivot_envs.harness.replay import replay_rollout
 from pivot_envs.harness.rollouts import HarnessRollouts
 from pivot_envs.harness.source import HarnessSource
-from pivot_envs.trainers.logprobs import completion_logprobs, pack
+from pivot_envs.trainers.logprobs import completion_logprobs
+from pivot_envs.trainers.token_batch import pack
 from pivot_envs.types import Pivot
 
 ROOT = Path(__file__).resolve().parents[2]

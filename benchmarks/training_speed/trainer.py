@@ -524,7 +524,8 @@ def _train_steps(model: Any, optimizer: Any, rows: int, prompt_len: int, complet
     """Median seconds of the trainer's update (log-probs, loss, backward, clip, AdamW) on random rows."""
     import torch
 
-    from pivot_envs.trainers.logprobs import completion_logprobs, pack
+    from pivot_envs.trainers.logprobs import completion_logprobs
+    from pivot_envs.trainers.token_batch import pack
     from pivot_envs.trainers.loss import pivotrl_loss
 
     prompts = torch.randint(0, vocab, (rows, prompt_len), generator=gen).tolist()
