@@ -152,7 +152,8 @@ def world_names() -> list[str]:
 
 
 def world_origin(name: str) -> str:
-    """Where the world ``name`` comes from: ``built-in``, ``registered`` or ``plugin NAME = module:Object``."""
+    """Where the world ``name`` comes from: ``built-in``, ``domain PACKAGE`` (a domain folder's world, registered by
+    its ``domain.py``), ``registered`` or ``plugin NAME = module:Object``."""
     return WORLD_REGISTRY.origin(name) or ("built-in" if name in BUILTIN_WORLDS else "added to WORLDS")
 
 
