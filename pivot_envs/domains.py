@@ -2,7 +2,7 @@
 
 A :class:`Domain` names the env id, the default verifier, how pivots are
 extracted from its trajectories, and where its bundled data lives. Built-ins are
-registered by :mod:`pivot_envs.builtin_domains`; users add their own with
+folders of :mod:`pivot_envs.envs_data`, registered by :mod:`pivot_envs.builtin_domains`; users add their own with
 :func:`register_domain`, and third-party packages publish one through the
 ``pivot_envs.domains`` entry-point group (the entry point loads to a
 :class:`Domain` or to a zero-argument callable returning one)::
@@ -47,7 +47,8 @@ class Domain:
             (a verifier name or config dict), or a *recipe*, a callable returning one; a recipe is called
             with no argument, or with ``judge=CONFIG`` when a judge is asked for
             (:func:`pivot_envs.verifiers.defaults.default_verifier_spec`), which it adds as its last
-            resort. The built-in domains' recipes are in :mod:`pivot_envs.builtin_domains`.
+            resort. The built-in domains' recipes are in their folders' ``domain.py``
+            (``pivot_envs/envs_data/<domain>/``).
         skip_chat_only: extraction skips assistant turns without tool calls. Leave it ``False`` (the default)
             where episodes end with an answer: the turn that ends the task, or answers the user, is then a pivot
             (the decision to stop is an action), and a default verifier built with ``final_turn`` scores it

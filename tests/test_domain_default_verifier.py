@@ -4,8 +4,9 @@ import gymnasium
 import pytest
 
 from pivot_envs import Domain, Pivot, get_domain, parse_action, register_domain
-from pivot_envs.builtin_domains import BUILTIN_DOMAINS, terminal_verifier
+from pivot_envs.builtin_domains import builtin_domains
 from pivot_envs.domains import _DOMAINS
+from pivot_envs.envs_data.terminal.domain import terminal_verifier
 from pivot_envs.verifiers import build_verifier
 from pivot_envs.verifiers.defaults import default_verifier_spec
 
@@ -29,7 +30,7 @@ def user_domain():
 
 
 def test_each_builtin_domain_defines_its_default_verifier_on_itself():
-    for domain in BUILTIN_DOMAINS:
+    for domain in builtin_domains():
         assert callable(domain.default_verifier), domain.name
         assert default_verifier_spec(domain.name) == domain.default_verifier()
         assert default_verifier_spec(domain.name, judge=JUDGE) == domain.default_verifier(judge=JUDGE)

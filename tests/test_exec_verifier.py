@@ -541,7 +541,7 @@ def test_agrees_with_the_terminal_generators_checked_commands(bwrap_ok) -> None:
     (on the host) and classified: ``alternatives`` (same output, exit status and files) and
     ``near_misses`` (something differs). On the pivots extracted from them, exec must agree."""
     try:
-        from pivot_envs.envs_data.generators.terminal import generate
+        from pivot_envs.envs_data.terminal.generator import generate
         from pivot_envs.pipeline.extract import extract_pivots
     except ImportError as exc:
         pytest.skip(f"the terminal generator or the extractor is not importable: {exc}")

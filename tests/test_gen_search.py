@@ -10,15 +10,15 @@ from collections import Counter
 import jsonschema
 import pytest
 
-from pivot_envs.envs_data.generators import search
-from pivot_envs.envs_data.generators.search_corpus import (
+from pivot_envs.envs_data.search import generator as search
+from pivot_envs.envs_data.search.corpus import (
     build_corpus,
     build_world,
     load_bundled_corpus,
     read_corpus,
     write_corpus,
 )
-from pivot_envs.envs_data.generators.search_index import SearchIndex, split_sentences, tokenize
+from pivot_envs.envs_data.search.index import SearchIndex, split_sentences, tokenize
 from pivot_envs.types import Trajectory
 
 

@@ -1,4 +1,4 @@
-"""Tests of the SWE data generator (envs_data/generators/swe.py): real runs, real replays."""
+"""Tests of the SWE data generator (envs_data/swe/generator.py): real runs, real replays."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pivot_envs.envs_data.generators import swe
-from pivot_envs.envs_data.generators.swe_repos import FAMILIES, TEMPLATES, TEST_COMMAND
+from pivot_envs.envs_data.swe import generator as swe
+from pivot_envs.envs_data.swe.repos import FAMILIES, TEMPLATES, TEST_COMMAND
 from pivot_envs.types import Trajectory
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "swe-agent"

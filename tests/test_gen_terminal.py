@@ -19,8 +19,8 @@ import jsonschema
 import pytest
 
 from pivot_envs.domains import get_domain
-from pivot_envs.envs_data.generators import terminal as T
-from pivot_envs.envs_data.generators.terminal_tasks import FAMILIES
+from pivot_envs.envs_data.terminal import generator as T
+from pivot_envs.envs_data.terminal.tasks import FAMILIES
 from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots, fixture_at
 from pivot_envs.fixture import write_files
 from pivot_envs.types import Fixture, Trajectory

@@ -11,8 +11,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pivot_envs.envs_data.generators import tool_use
-from pivot_envs.envs_data.generators import tool_use_world as world
+from pivot_envs.envs_data.tool_use import generator as tool_use
+from pivot_envs.envs_data.tool_use import database as world
 from pivot_envs.types import Trajectory
 
 N = 300

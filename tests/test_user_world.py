@@ -431,7 +431,7 @@ def test_register_world_in_process_builds_a_fresh_world_each_time(registries, mo
     register_world("not_a_world", lambda: object())
     with pytest.raises(TypeError, match="returned object, not a World"):
         build_world("not_a_world")
-    monkeypatch.setitem(WORLDS, "by_hand", "pivot_envs.worlds.tool_use:ToolUseWorld")  # the old private way
+    monkeypatch.setitem(WORLDS, "by_hand", "pivot_envs.envs_data.tool_use.world:ToolUseWorld")  # the old private way
     assert build_world("by_hand").name == "tool_use"
     with pytest.raises(ValueError, match=r"unknown world 'countr' \(did you mean 'counter'\?\).*register_world"):
         build_world("countr")

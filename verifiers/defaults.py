@@ -1,8 +1,9 @@
-"""Each domain's default verifier, and the verifier configs the built-in domains' recipes are made of.
+"""Each domain's default verifier, and the verifier configs that several domains' recipes are made of.
 
 A domain owns its default verifier (:attr:`pivot_envs.domains.Domain.default_verifier`: a fixed spec, or a
 recipe ``recipe(judge=None) -> spec``); :func:`default_verifier_spec` asks the domain. The built-in
-recipes are defined with their domains in :mod:`pivot_envs.builtin_domains`:
+recipes, and the configs only one of them uses, are defined in their domain folders
+(``pivot_envs/envs_data/<domain>/domain.py``):
 
 =========  ==============================================================
 domain     default
@@ -45,9 +46,6 @@ from typing import Any
 
 from pivot_envs.domains import find_domain
 
-TEXT_FUZZY: dict[str, Any] = {"name": "fuzzy", "target": "content"}
-"""Fuzzy check of the final answer text (the fuzzy verifier's default scorer and threshold)."""
-
 EXACT_NORMALIZED: dict[str, Any] = {
     "name": "tool_call",
     "normalizers": ["strip", "collapse_whitespace"],
@@ -55,32 +53,12 @@ EXACT_NORMALIZED: dict[str, Any] = {
                       "normalizers": ["strip", "collapse_whitespace"]},
 }
 """Normalised exact match: tool calls by meaning, strings with whitespace collapsed; text exactly. Not safe for
-shell commands (``echo "a  b"`` is not ``echo "a b"``): the terminal cascade uses :data:`SHELL_SAME`."""
-
-SHELL_SAME: dict[str, Any] = {"name": "fuzzy", "target": "argument:command", "scorer": "ratio", "threshold": 100,
-                              "normalizers": ["shell_words"]}
-"""The terminal cascade's cheap accept: the same command in its canonical spelling (rapidfuzz over
-``shell_words``: quoting and spacing between words; :mod:`pivot_envs.verifiers.shell_words`). Only the
-threshold 100 is sound: one character less can be another file or another flag. Every other difference goes on
-to ``exec``, which runs both commands."""
-
-SHELL_EFFECT: dict[str, Any] = {"name": "exec", "command_from_content": "fenced", "output": "information",
-                                "ignore_paths": []}
-"""The terminal cascade's decider: both commands run from the pivot's state; the same file changes, agreeing
-exit statuses, and an output that carries what the expert's showed without being a dump
-(:mod:`pivot_envs.verifiers.information`). A text reply is no command (``fenced``). Every path counts, as in the
-terminal world's digest: a task may be to delete ``__pycache__`` folders, which ``exec`` leaves out by default."""
+shell commands (``echo "a  b"`` is not ``echo "a b"``): the terminal cascade uses the same command's canonical
+spelling (``SHELL_SAME`` in the terminal folder's ``domain.py``)."""
 
 
-OPEN_DOC: dict[str, Any] = {"name": "tool_call", "normalizers": ["strip"]}
-"""The search domain's ``open``: the same doc id, spaces around it stripped (the world strips them: ``" person-012"``
-opens ``person-012``)."""
-
-
-TOOL_USE_CASELESS: dict[str, list[str]] = {
-    key: ["strip", "lower"] for key in ("email", "first_name", "last_name", "name")
-}
-"""Arguments the bundled customer-service tools look up case-insensitively (emails, names)."""
+Judge = dict[str, Any] | None
+"""A judge verifier config (``{"name": "judge", ...}``; the name may be left out), or ``None``: no judge."""
 
 
 def judge_spec(judge: dict[str, Any]) -> dict[str, Any]:
@@ -95,21 +73,11 @@ ANSWER_FUZZY: dict[str, Any] = {"name": "fuzzy", "target": "content", "scorer": 
 """Fuzzy check of a short final answer: the answer's words may come with or without framing ("Answer: X")."""
 
 
-def text_spec(judge: dict[str, Any] | None, fuzzy: dict[str, Any] = TEXT_FUZZY) -> dict[str, Any]:
-    """Answer text checked by ``fuzzy``; with a judge, fuzzy accepts early and the judge decides the rest."""
-    if judge is None:
-        return dict(fuzzy)
-    return {"name": "cascade", "stages": [
-        {"role": "accept", "verifier": dict(fuzzy)},
-        {"role": "decide", "verifier": judge_spec(judge)},
-    ]}
-
-
 COVERAGE: dict[str, Any] = {"name": "coverage", "min_share": 0.6}
 """An answer whose expert answer reports no fact: 60 % of the expert answer's content words."""
 
 
-def answer_spec(judge: dict[str, Any] | None, otherwise: dict[str, Any] | None = None) -> dict[str, Any]:
+def answer_spec(judge: Judge, otherwise: dict[str, Any] | None = None) -> dict[str, Any]:
     """How a domain decides a turn where the expert stopped and answered: the answer's facts
     (:class:`pivot_envs.verifiers.final_turn.FactsVerifier`), the judge deciding what they do not accept."""
     facts: dict[str, Any] = {"name": "facts", "otherwise": dict(COVERAGE) if otherwise is None else otherwise}

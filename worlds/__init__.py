@@ -1,7 +1,7 @@
 """Worlds: the state and tool implementations behind a domain's tools (see :mod:`.base`).
 
-``build_world(spec)`` builds a fresh world from a built-in world's name (``tool_use``, ``terminal``,
-``swe``, ``search``), a registered world's name (:func:`register_world`, or the entry-point group
+``build_world(spec)`` builds a fresh world from a built-in domain's world name (``tool_use``, ``terminal``,
+``swe``, ``search``: their worlds live in the domain folders, ``pivot_envs/envs_data/<domain>/world.py``), a registered world's name (:func:`register_world`, or the entry-point group
 ``pivot_envs.worlds``), ``mcp:COMMAND [ARGS]`` (the tools of any MCP server over stdio), a config
 dict ``{"name": ..., **params}`` (what :meth:`World.config` returns), a :class:`World` subclass or a
 zero-argument factory. A World *instance* is refused: it would be shared (see :mod:`.registry`).

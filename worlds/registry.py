@@ -2,7 +2,8 @@
 
 A world spec is one of:
 
-* a world's name: a built-in (``tool_use``, ``terminal``, ``swe``, ``search``), or one registered
+* a world's name: a built-in domain's (``tool_use``, ``terminal``, ``swe``, ``search``: each domain folder's
+  ``domain.py`` registers its world under the domain's name when pivot_envs is imported), or one registered
   with :func:`register_world` or published by an installed package (entry-point group
   ``pivot_envs.worlds``);
 * ``mcp:COMMAND [ARGS]``: the tools of any MCP server over stdio;
@@ -46,16 +47,12 @@ WorldSpec = Any
 """A world name, ``mcp:COMMAND [ARGS]``, a config dict, a World subclass or a factory (see the module docstring)."""
 
 WORLDS: dict[str, Any] = {
-    "tool_use": "pivot_envs.worlds.tool_use:ToolUseWorld",
-    "terminal": "pivot_envs.worlds.terminal:TerminalWorld",
-    "swe": "pivot_envs.worlds.swe:SWEWorld",
-    "search": "pivot_envs.worlds.search:SearchWorld",
     "mcp": "pivot_envs.worlds.mcp:MCPWorld",
     "tau2-airline": "pivot_envs.worlds.tau2:tau2_airline",
     "tau2-retail": "pivot_envs.worlds.tau2:tau2_retail",
 }
-"""World name -> factory, or a ``module:Class`` reference imported on first use (the built-ins): the store of
-:data:`WORLD_REGISTRY`. Entries added here by hand still work; :func:`register_world` is the public way."""
+"""World name -> factory, or a ``module:Class`` reference imported on first use (the MCP world and the tau2 presets,
+then every world registered: the built-in domains' worlds by their folders): the store of :data:`WORLD_REGISTRY`. Entries added here by hand still work; :func:`register_world` is the public way."""
 
 BUILTIN_WORLDS = tuple(WORLDS)
 
@@ -117,14 +114,17 @@ for _name, _reference in list(WORLDS.items()):
                             arg=_mcp_command if _name == "mcp" else None)
 
 
-def register_world(name: str, factory: WorldFactory, *, replace: bool = False) -> WorldFactory:
+def register_world(name: str, factory: WorldFactory | str, *, replace: bool = False,
+                   origin: str = "registered") -> WorldFactory | str:
     """Register the world ``name``: ``Domain(world=name)``, ``--world name`` and ``{"name": name, ...}`` build it.
 
     ``factory`` is a :class:`World` subclass or a zero-argument callable returning a fresh World
-    (a config dict's other keys are passed to it as keyword arguments). Raises ``ValueError`` when
-    ``name`` is taken (unless ``replace``), ``TypeError`` for a World instance. Returns ``factory``.
+    (a config dict's other keys are passed to it as keyword arguments), or a ``"module:Class"`` reference
+    imported on first use (a domain folder registers its world so). Raises ``ValueError`` when
+    ``name`` is taken (unless ``replace``), ``TypeError`` for a World instance. ``origin`` is what
+    ``pivot-envs list`` shows as where the world comes from. Returns ``factory``.
     """
-    return WORLD_REGISTRY.register(name, factory, replace=replace)
+    return WORLD_REGISTRY.register(name, factory, replace=replace, origin=origin)
 
 
 def load_world_plugins() -> None:
@@ -152,7 +152,8 @@ def world_names() -> list[str]:
 
 
 def world_origin(name: str) -> str:
-    """Where the world ``name`` comes from: ``built-in``, ``registered`` or ``plugin NAME = module:Object``."""
+    """Where the world ``name`` comes from: ``built-in``, ``domain PACKAGE`` (a domain folder's world, registered by
+    its ``domain.py``), ``registered`` or ``plugin NAME = module:Object``."""
     return WORLD_REGISTRY.origin(name) or ("built-in" if name in BUILTIN_WORLDS else "added to WORLDS")
 
 

@@ -1,5 +1,5 @@
 """What the sandboxed worlds (``terminal``, ``swe``) share: sandbox settings, ``config()``, and opening a
-task's sandbox session at its post-setup state (cached per fixture)."""
+task's sandbox session at its post-setup state (cached per fixture), and which commands ``bash -c`` can take."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from typing import Any
 from pivot_envs.types import Fixture
 from pivot_envs.verifiers.sandbox import SandboxLimits, SandboxUnavailable
 from pivot_envs.verifiers.sandbox.session import SandboxSession, files_state
-from pivot_envs.worlds.base import World, WorldError
+from pivot_envs.worlds.base import World, WorldError, parse_arguments
+
+MAX_COMMAND_BYTES = 131071
+"""Longest command (UTF-8 bytes): it is one argument of ``bash -c`` (Linux's MAX_ARG_STRLEN)."""
 
 SETUP_CACHE_SIZE = 16
 """Post-setup states kept per world (fixture key -> files), so a task's setup script runs once."""
@@ -84,3 +87,25 @@ class SandboxedWorld(World):
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, **self._params}
+
+
+def command_refusal(name: str, arguments: str | dict[str, Any]) -> str | None:
+    """Why a ``bash`` call cannot run at all (:func:`command_problem`), or ``None`` (another tool, or bad arguments:
+    those the call itself answers with an error)."""
+    if name != "bash":
+        return None
+    try:
+        command = parse_arguments(arguments).get("command")
+    except ValueError:
+        return None
+    return command_problem(command) if isinstance(command, str) else None
+
+
+def command_problem(command: str) -> str | None:
+    """Why ``command`` cannot be passed to ``bash -c`` (a NUL, or longer than one argument may be), or None."""
+    if "\0" in command:
+        return "the command contains a NUL character, which bash cannot run"
+    size = len(command.encode("utf-8", "surrogateescape"))
+    if size > MAX_COMMAND_BYTES:
+        return f"the command is {size} bytes long; at most {MAX_COMMAND_BYTES} (write long scripts to a file first)"
+    return None

@@ -16,7 +16,7 @@ and records the real stdout then stderr, with the exit status when it is not 0
 ``Error:`` result, followed by a corrected call). Commands use relative paths
 only, so the temporary path never leaks (the generator checks it).
 
-Task families: see :mod:`pivot_envs.envs_data.generators.terminal_tasks` (log
+Task families: see :mod:`pivot_envs.envs_data.terminal.tasks` (log
 analysis, access-log statistics, CSV sums and extraction, find-and-delete,
 filing files by extension, large files, directory skeletons, sed replacement,
 renaming a symbol, permissions, tar create/extract, word counts, diff, writing
@@ -53,9 +53,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from pivot_envs.envs_data.generators.terminal_tasks import FAMILIES, Outcome, Snapshot, Step, TaskPlan
 from pivot_envs.fixture import write_files
 from pivot_envs.types import Fixture, Message, Trajectory
+
+from .tasks import FAMILIES, Outcome, Snapshot, Step, TaskPlan
 
 DOMAIN = "terminal"
 SOURCE = f"pivot-envs/{DOMAIN}"

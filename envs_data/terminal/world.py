@@ -32,7 +32,7 @@ Task start. :meth:`TerminalWorld.start` writes ``task.fixture``'s files (mode 06
 cached per fixture; the setup's output and exit status are ignored, its cwd and variables do not
 carry, as in the generator). A setup that does not complete raises :class:`WorldError`.
 
-Tool results follow the generator (:func:`pivot_envs.envs_data.generators.terminal.tool_content`):
+Tool results follow the generator (:func:`pivot_envs.envs_data.terminal.generator.tool_content`):
 stdout then stderr; with a non-zero exit status and a message on stderr the text starts with
 ``Error: exit code N`` (a tool error); a non-zero status without stderr adds ``[exit code: N]``.
 The command runs as ``bash -c COMMAND`` in the workdir, stdin from ``/dev/null``, ``HOME`` = the
@@ -49,19 +49,18 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from pivot_envs.envs_data.generators.terminal import BASH_TOOL, CommandRun, tool_content
 from pivot_envs.types import Fixture
 from pivot_envs.worlds.base import ToolResult, WorldError, WorldTask, parse_arguments
-from pivot_envs.worlds.sandboxed import SandboxedWorld
+from pivot_envs.worlds.sandboxed import SandboxedWorld, command_problem, command_refusal
+
+from . import NAME
+from .generator import BASH_TOOL, CommandRun, tool_content
 
 DEFAULT_WORKDIR = "/workspace"
 """Post-setup trees kept per world object (one per fixture)."""
 
 TIMEOUT_EXIT = 124
 """Exit status reported for a command stopped by the wall clock (as coreutils ``timeout``)."""
-
-MAX_COMMAND_BYTES = 131071
-"""Longest command (UTF-8 bytes): it is one argument of ``bash -c`` (Linux's MAX_ARG_STRLEN)."""
 
 
 class TerminalWorld(SandboxedWorld):
@@ -70,7 +69,7 @@ class TerminalWorld(SandboxedWorld):
     Settings: :class:`~pivot_envs.worlds.sandboxed.SandboxedWorld`.
     """
 
-    name = "terminal"
+    name = NAME
 
     def __init__(self, **sandbox: Any) -> None:
         super().__init__(**sandbox)
@@ -148,28 +147,6 @@ class TerminalWorld(SandboxedWorld):
         if self._session is None:
             raise WorldError("terminal world: no episode (call start() first; close() ends it)")
         return self._session
-
-
-def command_refusal(name: str, arguments: str | dict[str, Any]) -> str | None:
-    """Why a ``bash`` call cannot run at all (:func:`command_problem`), or ``None`` (another tool, or bad arguments:
-    those the call itself answers with an error)."""
-    if name != "bash":
-        return None
-    try:
-        command = parse_arguments(arguments).get("command")
-    except ValueError:
-        return None
-    return command_problem(command) if isinstance(command, str) else None
-
-
-def command_problem(command: str) -> str | None:
-    """Why ``command`` cannot be passed to ``bash -c`` (a NUL, or longer than one argument may be), or None."""
-    if "\0" in command:
-        return "the command contains a NUL character, which bash cannot run"
-    size = len(command.encode("utf-8", "surrogateescape"))
-    if size > MAX_COMMAND_BYTES:
-        return f"the command is {size} bytes long; at most {MAX_COMMAND_BYTES} (write long scripts to a file first)"
-    return None
 
 
 def _script(command: str) -> str:

@@ -3,7 +3,7 @@
 World: a small Python package under ``/testbed`` (3-8 files: the package's
 ``__init__``, two or three modules, one or two test files, the repository's own
 stdlib-only ``run_tests.py`` and sometimes a README), built from the module
-templates of :mod:`swe_repos` with per-seed package, module and identifier
+templates of :mod:`.repos` with per-seed package, module and identifier
 names. One module carries ONE injected bug from a bug family (off-by-one,
 wrong comparison, missing None check, wrong default, wrong dict key, swapped
 arguments, missing return, integer division, wrong string method, exception
@@ -49,7 +49,10 @@ from pathlib import Path
 from string import Template
 from typing import Any, Mapping, Sequence
 
-from pivot_envs.envs_data.generators.swe_repos import (
+from pivot_envs.fixture import write_files
+from pivot_envs.types import Fixture, Message, Tool, Trajectory, stable_hash
+
+from .repos import (
     FAMILIES,
     PACKAGE_NOUNS,
     PACKAGE_PREFIXES,
@@ -59,8 +62,6 @@ from pivot_envs.envs_data.generators.swe_repos import (
     BugSite,
     ModuleTemplate,
 )
-from pivot_envs.fixture import write_files
-from pivot_envs.types import Fixture, Message, Tool, Trajectory, stable_hash
 
 DOMAIN = "swe"
 WORKDIR = "/testbed"

@@ -4,7 +4,7 @@ State: the repository (``task.fixture``'s files at ``fixture.workdir``, after it
 it has one) plus the editor's state (the open file and its window). The file viewer and editor
 tools (``open_file``, ``goto``, ``scroll_down``, ``search_dir``, ``search_file``, ``find_file``,
 ``create``, ``edit``, ``submit``) are the generator's code
-(:class:`pivot_envs.envs_data.generators.swe.World`) working on the host copy of the repository,
+(:class:`pivot_envs.envs_data.swe.generator.World`) working on the host copy of the repository,
 so their results are the recorded ones byte for byte. Everything that runs code runs in a fresh
 sandbox (bubblewrap: no network, read-only system, size-capped work dir, unprivileged uid, CPU /
 memory / file-size / process limits, a wall-clock timeout; see
@@ -48,12 +48,13 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from pivot_envs.envs_data.generators import swe as gen
 from pivot_envs.types import Fixture
 from pivot_envs.verifiers.sandbox.session import files_state
 from pivot_envs.worlds.base import ToolResult, WorldError, WorldTask, parse_arguments
-from pivot_envs.worlds.sandboxed import SandboxedWorld
-from pivot_envs.worlds.terminal import command_refusal, command_problem
+from pivot_envs.worlds.sandboxed import SandboxedWorld, command_problem, command_refusal
+
+from . import NAME
+from . import generator as gen
 
 EMPTY_OUTPUT = "Your command ran successfully and did not produce any output."
 SHELL_SYNTAX = set("|&;<>()$`*?[]{}~!\\\n")
@@ -142,7 +143,7 @@ class SWEWorld(SandboxedWorld):
     Settings: :class:`~pivot_envs.worlds.sandboxed.SandboxedWorld` (``timeout_s`` defaults to the generator's run limit).
     """
 
-    name = "swe"
+    name = NAME
 
     def __init__(self, timeout_s: float = float(gen.RUN_TIMEOUT_S), **sandbox: Any) -> None:
         super().__init__(timeout_s=timeout_s, **sandbox)
@@ -199,7 +200,7 @@ class SWEWorld(SandboxedWorld):
         self._repo = self._session = None  # nothing runs between calls: every sandbox ended with its run
 
     def refusal(self, name: str, arguments: str | dict[str, Any]) -> str | None:
-        """A ``bash`` call whose command ``bash -c`` cannot take (:func:`~pivot_envs.worlds.terminal.command_problem`)."""
+        """A ``bash`` call whose command ``bash -c`` cannot take (:func:`~pivot_envs.worlds.sandboxed.command_problem`)."""
         return command_refusal(name, arguments)
 
     # ------------------------------------------------------------------ task success

@@ -7,7 +7,7 @@ outputs and the final file tree and writes the expert's summary and whether the
 task was really solved. With ``fail=True`` the expert makes a realistic mistake
 (wrong file, wrong pattern, missing flag) and still reports success.
 
-Nothing here runs commands: :mod:`pivot_envs.envs_data.generators.terminal` does.
+Nothing here runs commands: :mod:`pivot_envs.envs_data.terminal.generator` does.
 """
 
 from __future__ import annotations

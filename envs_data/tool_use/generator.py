@@ -1,6 +1,6 @@
 """Conversational tool use: a customer-service agent for Copperleaf Home & Outdoor.
 
-World (:mod:`.tool_use_world`): a JSON database built from the seed, with 80
+World (:mod:`.database`): a JSON database built from the seed, with 80
 customers, their orders (items, status, dates, shipping address, payment,
 refunds) and their in-store service bookings. The system prompt holds a written
 policy (authenticate first, confirm every write, order / refund / booking
@@ -39,8 +39,9 @@ import string
 from datetime import date, timedelta
 from typing import Any, Callable
 
-from pivot_envs.envs_data.generators import tool_use_world as world
 from pivot_envs.types import Trajectory
+
+from . import database as world
 
 DOMAIN = "tool_use"
 

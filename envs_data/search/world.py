@@ -1,8 +1,8 @@
 """The ``search`` world: the encyclopedia corpus, its BM25 index and the two tools (the generator's own code).
 
 Tools: ``search(query, top_k=5)`` and ``open(doc_id)``, executed by
-:func:`pivot_envs.envs_data.generators.search.run_tool` over a
-:class:`~pivot_envs.envs_data.generators.search_index.SearchIndex` of the task's corpus, so a
+:func:`pivot_envs.envs_data.search.generator.run_tool` over a
+:class:`~pivot_envs.envs_data.search.index.SearchIndex` of the task's corpus, so a
 replayed bundled trajectory gets every recorded tool result back byte for byte.
 
 Corpus: the task's ``corpus_seed`` (0 by default: the bundled ``envs_data/search/corpus.jsonl.gz``,
@@ -21,14 +21,16 @@ import hashlib
 import json
 from typing import Any
 
-from pivot_envs.envs_data.generators.search import TOOLS, run_tool
-from pivot_envs.envs_data.generators.search_corpus import build_corpus, load_bundled_corpus
-from pivot_envs.envs_data.generators.search_index import SearchIndex
 from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask, parse_arguments
+
+from . import NAME
+from .generator import TOOLS, run_tool
+from .corpus import build_corpus, load_bundled_corpus
+from .index import SearchIndex
 
 
 class SearchWorld(World):
-    name = "search"
+    name = NAME
 
     def __init__(self) -> None:
         self._indexes: dict[int, tuple[Any, str]] = {}  # corpus_seed -> (SearchIndex, digest)

@@ -2,11 +2,11 @@
 
 World: an invented world of countries, cities, rivers, people, companies
 (publishers among them), books, inventions and sports clubs
-(:mod:`.search_corpus`), one short encyclopedia document per entity (~420
+(:mod:`.corpus`), one short encyclopedia document per entity (~420
 documents; the corpus of ``corpus_seed=0`` is the bundled one).
 
 Tools: ``search(query, top_k=5)`` ranks the corpus with BM25F
-(:mod:`.search_index`) and returns a JSON list of ``{doc_id, title, snippet}``;
+(:mod:`.index`) and returns a JSON list of ``{doc_id, title, snippet}``;
 ``open(doc_id)`` returns a document's title and text. The final answer is a
 plain assistant text turn ("... The answer is Port Avila.").
 
@@ -44,7 +44,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pivot_envs.envs_data.generators.search_corpus import (  # noqa: F401  (write_corpus: used by envs_data/build.py)
+from pivot_envs.types import Message, Trajectory
+
+from .corpus import (  # noqa: F401  (write_corpus: used by envs_data/build.py)
     Entity,
     World,
     build_world,
@@ -52,8 +54,7 @@ from pivot_envs.envs_data.generators.search_corpus import (  # noqa: F401  (writ
     running_name,
     write_corpus,
 )
-from pivot_envs.envs_data.generators.search_index import SearchIndex
-from pivot_envs.types import Message, Trajectory
+from .index import SearchIndex
 
 DOMAIN = "search"
 SOURCE = "pivot-envs/search"

@@ -15,15 +15,17 @@ import hashlib
 import json
 from typing import Any
 
-from pivot_envs.envs_data.generators import tool_use_world
 from pivot_envs.worlds.base import ToolResult, World, WorldError, WorldTask
+
+from . import NAME
+from . import database
 
 
 class ToolUseWorld(World):
-    name = "tool_use"
+    name = NAME
 
     def __init__(self) -> None:
-        self._impl = tool_use_world
+        self._impl = database
         self._bases: dict[int, dict[str, Any]] = {}  # world_seed -> pristine database (built once)
         self._db: dict[str, Any] | None = None
 

@@ -506,7 +506,7 @@ def write_corpus(path: str | Path, seed: int = 0) -> Path:
     return path
 
 
-BUNDLED_CORPUS = Path(__file__).resolve().parents[1] / "search" / "corpus.jsonl.gz"
+BUNDLED_CORPUS = Path(__file__).resolve().parent / "corpus.jsonl.gz"
 """Where the packaging step writes the corpus of seed 0 (``write_corpus(BUNDLED_CORPUS)``)."""
 
 

@@ -1,1 +1,0 @@
-"""Generators of the bundled expert-trajectory data, one module per domain."""
