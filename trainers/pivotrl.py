@@ -45,11 +45,12 @@ from pivot_envs.domains import get_domain
 from pivot_envs.sources import resolve_pivots
 from pivot_envs.trainers.advantage import group_advantages, zero_variance
 from pivot_envs.trainers.config import ConfigError, PivotRLConfig
-from pivot_envs.trainers.distributed import gather_objects, unwrap
-from pivot_envs.trainers.policy_update import Row
+from pivot_envs.trainers.distributed import DistInfo, gather_objects, unwrap
+from pivot_envs.trainers.policy_update import PolicyUpdate, Row
 from pivot_envs.trainers.rollout_engine import build_rollout_engine
 from pivot_envs.trainers.run_loop import (  # RESUMABLE_CHANGES, TrainResult: re-exported
     RESUMABLE_CHANGES,  # noqa: F401
+    Run,
     TrainResult,
     engine_fields,
     open_trainer,
@@ -93,6 +94,19 @@ class PivotRLTrainer:
     ``PivotRLTrainer(config).train()`` is :func:`train_pivotrl`; the object stays usable after
     training (``trainer.policy``, ``trainer.tokenizer``) — e.g. to compare weights across ranks.
     """
+
+    # set by :func:`~.run_loop.open_trainer`
+    on_step: Callable[[dict[str, Any]], None] | None
+    run: Run
+    dist: DistInfo
+    device: Any  # a torch.device
+    output_dir: Path
+    metrics_path: Path
+    samples_path: Path
+    resume_dir: Path | None
+    policy_update: PolicyUpdate
+    step: int
+    rollout_turns_total: int
 
     def __init__(self, config: PivotRLConfig | dict[str, Any], on_step: Callable[[dict[str, Any]], None] | None = None,
                  *, vllm_llm: Any = None):

@@ -48,7 +48,7 @@ from pivot_envs.actions import parse_action, stray_text
 from pivot_envs.additions import Budget, added_problem
 from pivot_envs.facts import answer_facts, conversation_text, facts_given, ungrounded
 from pivot_envs.refusal import is_refusal
-from pivot_envs.types import Action, Pivot, VerifyResult, content_text
+from pivot_envs.types import Action, Message, Pivot, VerifyResult, content_text
 from pivot_envs.verifiers.base import Verifier, register_verifier
 from pivot_envs.verifiers.normalize import PivotCache
 from pivot_envs.verifiers.compose import PicklesByConfig, _arun_child, _broadcast, _run_child, build_child
@@ -59,7 +59,7 @@ from pivot_envs.verifiers.whole_turn import count_failure, pair_batch, pair_verd
 from pivot_envs.worlds import TaskState, WorldError
 
 
-Plan = Generator[tuple[Verifier, list[Action], list[Pivot]], list[VerifyResult], None]
+Plan = Generator[tuple[Verifier, list[Action] | list[Message], list[Pivot]], list[VerifyResult], None]
 """A verification plan: yields ``(child, actions, pivots)`` runs, receives their results."""
 
 
