@@ -62,11 +62,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.agents.hf import HFAgent
 from pivot_envs.config import ConfigError
 from pivot_envs.domains import get_domain
 from pivot_envs.episode_env import EpisodeEnv, resolve_tasks
 from pivot_envs.episodes.turns import turn_verifier
-from pivot_envs.agents.hf import HFAgent
 from pivot_envs.trainers.advantage import group_advantages, zero_variance
 from pivot_envs.trainers.config import PolicyConfig
 from pivot_envs.trainers.distributed import DistInfo
