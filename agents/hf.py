@@ -150,8 +150,8 @@ class HFAgent(Agent):
             self.settings.tools, self.settings.max_prompt_tokens, self.model_path)
         max_prompt = self.settings.max_prompt_tokens
         if max_prompt is None:
-            limits = [getattr(self.model.config, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
-            limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 10**7]
+            found = [getattr(self.model.config, "max_position_embeddings", None), getattr(self.tokenizer, "model_max_length", None)]
+            limits = [int(x) for x in found if isinstance(x, int) and 0 < x < 10**7]
             if limits:
                 max_prompt = max(16, min(limits) - self.settings.max_new_tokens)
         self.prompt_config = PromptConfig(tools=self.settings.tools, max_prompt_tokens=max_prompt)
@@ -190,7 +190,7 @@ class HFAgent(Agent):
         return out
 
     def close(self) -> None:
-        self.model = None  # type: ignore[assignment]
+        self.model = None
 
     # --- internals -----------------------------------------------------------------------------
     @contextlib.contextmanager

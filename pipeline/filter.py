@@ -199,15 +199,19 @@ def action_key(pivot: Pivot) -> str:
     return " ".join(str(pivot.expert.get("content") or "").split())
 
 
+def _profiled_mean(pivot: Pivot) -> float:
+    return pivot.profile.mean if pivot.profile is not None else 0.0
+
+
 def _distinct(pivots: Sequence[Pivot], indices: Any, audit: FilterAudit) -> list[int]:
     """Of ``indices``, one per expert action: the lowest profiled mean, ties to the first (input order kept)."""
     indices = list(indices)
     best: dict[str, int] = {}
     for i in indices:
         key = action_key(pivots[i])
-        mean = pivots[i].profile.mean if pivots[i].profile is not None else 0.0
+        mean = _profiled_mean(pivots[i])
         j = best.get(key)
-        if j is None or mean < (pivots[j].profile.mean if pivots[j].profile is not None else 0.0):
+        if j is None or mean < _profiled_mean(pivots[j]):
             best[key] = i
     keep = sorted(best.values())
     audit.duplicates += len(indices) - len(keep)

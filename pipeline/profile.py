@@ -238,7 +238,7 @@ def profile_batch(pivots: Sequence[Pivot], indices: Sequence[int], agent: Any, s
     out = []
     for j, (index, pivot) in enumerate(zip(indices, pivots)):
         span = slice(j * k, (j + 1) * k)
-        out.append(summarize(index, pivot, functional[span], strict[span], actions[span]))  # type: ignore[arg-type]
+        out.append(summarize(index, pivot, functional[span], strict[span], actions[span]))
     return out
 
 

@@ -193,10 +193,10 @@ def value_count(text: str, context: Sequence[Message]) -> int:
 
 def added_problem(answer: str, expert_answer: str, context: Sequence[Message], budget: Budget = Budget()) -> str | None:
     """Why ``answer`` is wrong by what it adds to ``expert_answer`` (see the module docstring), or ``None``."""
-    if RETRACTION.search(answer) and not RETRACTION.search(expert_answer):
-        return f"the answer retracts or contradicts itself ({RETRACTION.search(answer).group(0)!r})"  # type: ignore[union-attr]
-    if HEDGE.search(answer) and not HEDGE.search(expert_answer):
-        return f"the answer hedges ({HEDGE.search(answer).group(0)!r}) where the expert's commits"  # type: ignore[union-attr]
+    if (retraction := RETRACTION.search(answer)) and not RETRACTION.search(expert_answer):
+        return f"the answer retracts or contradicts itself ({retraction.group(0)!r})"
+    if (hedge := HEDGE.search(answer)) and not HEDGE.search(expert_answer):
+        return f"the answer hedges ({hedge.group(0)!r}) where the expert's commits"
     offered = _alternatives(answer, expert_answer)
     if offered:
         return f"the answer offers candidates ({offered[0]!r}) where the expert's names one"

@@ -37,6 +37,7 @@ import dataclasses
 import difflib
 import json
 import re
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -179,11 +180,11 @@ def _read_text(path: Path) -> str:
 
 def _tomllib(path: Path) -> Any:
     """``tomllib`` (Python 3.11+) or its backport ``tomli`` (Python 3.10)."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:  # Python 3.10
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         except ModuleNotFoundError:
             raise ConfigError(f"{path}: reading TOML on Python 3.10 needs tomli (pip install tomli), "
                               "or write the config as YAML or JSON") from None

@@ -32,7 +32,7 @@ from pivot_envs.verifiers import Verifier, VerifierSpec, build_verifier
 from pivot_envs.sources import PivotSource, resolve_pivots
 
 
-class PivotEnv(gymnasium.Env[dict[str, str], str]):
+class PivotEnv(gymnasium.Env[dict[str, Any], str]):  # spaces.Dict is a Space[dict[str, Any]]
     """A gymnasium env over the pivots of one domain.
 
     Args:

@@ -17,7 +17,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import IO, Any, Callable, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -62,28 +62,16 @@ class ReadReport:
         return "\n".join(lines)
 
 
-def open_text(path: str | Path, mode: str = "rt") -> io.TextIOBase:
-    """Open a plain or gzip-compressed (``.gz``) text file as UTF-8."""
-    path = Path(path)
-    if path.suffix != ".gz":
-        return open(path, mode, encoding="utf-8")
-    if "w" in mode:
-        return _open_write(path, compress=True)
-    return gzip.open(path, mode, encoding="utf-8")  # type: ignore[return-value]
-
-
 class _ClosingTextWrapper(io.TextIOWrapper):
     """A UTF-8 text wrapper over a GzipFile that also closes the underlying file object."""
 
-    def __init__(self, raw: gzip.GzipFile):
-        super().__init__(raw, encoding="utf-8")  # type: ignore[arg-type]
-        self._gz = raw
+    def __init__(self, raw: gzip.GzipFile, file: IO[bytes]):
+        super().__init__(raw, encoding="utf-8")
+        self._file = file
 
     def close(self) -> None:
-        fileobj = self._gz.fileobj
         super().close()
-        if fileobj is not None:
-            fileobj.close()
+        self._file.close()
 
 
 UTF8_FIX = "save the file as UTF-8, e.g. iconv -f latin1 -t utf-8 IN > OUT"
@@ -91,7 +79,7 @@ _BOM = b"\xef\xbb\xbf"
 
 
 def _open_bytes(path: Path) -> io.BufferedIOBase:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # type: ignore[return-value]
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
 def utf8_problem(exc: UnicodeDecodeError, line_start: int = 0) -> str:
@@ -261,4 +249,5 @@ def _open_write(path: Path, compress: bool) -> io.TextIOBase:
     if not compress:
         return open(path, "w", encoding="utf-8")
     # mtime=0: byte-identical output for identical rows (reproducible bundled data)
-    return _ClosingTextWrapper(gzip.GzipFile(filename="", mode="wb", fileobj=open(path, "wb"), mtime=0))
+    file = open(path, "wb")
+    return _ClosingTextWrapper(gzip.GzipFile(filename="", mode="wb", fileobj=file, mtime=0), file)

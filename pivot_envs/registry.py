@@ -36,7 +36,7 @@ import json
 import threading
 import warnings
 from importlib.metadata import entry_points
-from typing import Any, Callable, Generic, Mapping, MutableMapping, Optional, TypeVar, Union
+from typing import Any, Callable, Generic, Mapping, MutableMapping, Optional, TypeVar, Union, cast
 
 T = TypeVar("T")
 
@@ -290,7 +290,7 @@ class Registry(Generic[T]):
                 raise self.error(spec, f"{self.kind} {name!r} takes no parameters, got "
                                        f"{sorted(config) + [repr(a) for a in args]}")
             return entry
-        return self.call(spec, name, entry, args, config)
+        return self.call(spec, name, cast(Callable[..., Any], entry), args, config)  # factories=True: T is a factory
 
     def call(self, spec: Any, name: str, factory: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
         """``factory(*args, **kwargs)``; arguments the factory does not take are the spec's error, not a bug."""

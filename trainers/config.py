@@ -303,7 +303,7 @@ class PolicyConfig:
     # ------------------------------------------------------------------ validation
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
-            self.betas = tuple(self.betas)  # type: ignore[assignment]
+            self.betas = tuple(self.betas)
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to] if self.report_to else []
         self.prompt_tools, self.max_prompt_tokens = resolve_prompt_format(self.prompt_tools, self.max_prompt_tokens,

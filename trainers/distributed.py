@@ -109,7 +109,7 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 def no_sync(model: torch.nn.Module, skip: bool) -> contextlib.AbstractContextManager:
     """DDP's ``no_sync()`` (accumulate gradients locally) when ``skip`` is true, else a no-op."""
     if skip and _is_ddp(model):
-        return model.no_sync()  # type: ignore[operator]
+        return model.no_sync()
     return contextlib.nullcontext()
 
 
@@ -163,6 +163,7 @@ def check_shared_dir(output_dir: str | Path, info: DistInfo) -> None:
     if info.is_main:
         try:
             root.mkdir(parents=True, exist_ok=True)
+            assert token[0] is not None  # rank 0 drew it
             token_file.write_text(token[0], encoding="utf-8")
         except OSError as exc:
             written = f"rank 0 cannot write {token_file}: {exc}"

@@ -59,18 +59,21 @@ import os
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.agents.hf import HFAgent
 from pivot_envs.config import ConfigError
 from pivot_envs.domains import get_domain
 from pivot_envs.episode_env import EpisodeEnv, resolve_tasks
 from pivot_envs.episodes.turns import turn_verifier
 from pivot_envs.trainers.advantage import AdvantageInputs, AdvantagePolicy, turn_mean, zero_variance
 from pivot_envs.trainers.config import PolicyConfig
+from pivot_envs.trainers.distributed import DistInfo
 from pivot_envs.trainers.episode_rollouts import ArpoRule, Rollout, RolloutPlan, RolloutStats, play_groups
 from pivot_envs.trainers.harness_steps import (HarnessFailure, StepVerdict, check_failures, failure_text, harness_fields,
                                                nothing_trained, to_rollouts)
-from pivot_envs.trainers.policy_update import Row
+from pivot_envs.trainers.policy_update import PolicyUpdate, Row
 from pivot_envs.trainers.rollout_engine import build_rollout_engine
 from pivot_envs.trainers.run_loop import RLTrainer, TrainResult, engine_fields
 from pivot_envs.trainers.sampling import PivotSampler, build_sampler, sampling_seed
@@ -288,7 +291,7 @@ class EpisodeRLTrainer(RLTrainer):
         self.rollout = build_rollout_engine(cfg, module, self.tokenizer, sampler, shared_llm=vllm_llm)
         self.agent = self.rollout.agent
         if cfg.sampling_batch_size is None and self.rollout.name == "hf":  # one generate call per round
-            self.agent.settings.batch_size = cfg.tasks_per_step * cfg.group_size
+            sampler.settings.batch_size = cfg.tasks_per_step * cfg.group_size  # the hf engine samples with it
         self.harness = self._harness_source(harness) if (harness is not None or cfg.harness is not None) else None
         self.harness_steps: list[StepVerdict] = []
 
@@ -304,9 +307,10 @@ class EpisodeRLTrainer(RLTrainer):
         if cfg.rollout == "arpo":
             raise ConfigError("EpisodeRLConfig.rollout = 'arpo' does not apply with a harness (its state cannot be "
                               "branched); use rollout: group")
-        spec = command.HarnessSpec.build(harness if harness is not None else cfg.harness,
-                                         timeout_s=cfg.harness_timeout_s, env=cfg.harness_env)
-        if self.rollout.name == "hf":  # the behaviour log-probs of every captured call
+        chosen = harness if harness is not None else cfg.harness
+        assert chosen is not None  # __init__ asks for a source only with a harness
+        spec = command.HarnessSpec.build(chosen, timeout_s=cfg.harness_timeout_s, env=cfg.harness_env)
+        if isinstance(self.agent, HFAgent):  # the hf engine: the behaviour log-probs of every captured call
             self.agent.settings.logprobs = "sampling"
         return source.local_harness_source(
             self.agent, self.make_env, spec, version=lambda: self.rollout.policy_version, max_turns=cfg.max_turns,
@@ -461,12 +465,14 @@ class EpisodeRLTrainer(RLTrainer):
                                                                        dict[str, Any]]:
         """The step's groups played by the external harness, and the metrics row's harness columns; a step in which
         the harness failed warns with the end of its stderr."""
-        outcomes, h = self.harness.play([{"task_id": t.id} for t in tasks], self.config.group_size)
+        harness = self.harness
+        assert harness is not None  # the trainer plays with a harness
+        outcomes, h = harness.play([{"task_id": t.id} for t in tasks], self.config.group_size)
         self._last_harness_stats = h
         groups = to_rollouts(outcomes)
         stats = RolloutStats(rollout_turns=h.calls, tool_calls=sum(r.tool_calls for g in groups for r in g),
                              rollouts=h.runs)
-        name = self.harness.harness.name
+        name = harness.harness.name
         if h.failures:
             log.warning("step %d: the harness %r failed in %d of %d runs; first, %s", step, name, h.harness_failures,
                         h.runs, failure_text(h.failures[0]))

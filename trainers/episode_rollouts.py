@@ -307,8 +307,8 @@ def _arpo_round(rule: ArpoRule, live: list[Rollout], pivots: list[Any], turns: l
         values = entropy_fn([turns[i].prompt_ids for i in need],
                             [list(turns[i].completion.token_ids or [])[: rule.entropy_tokens] for i in need])
         stats.entropy_rows += len(need)
-        for i, h in zip(need, values):
-            turns[i].entropy = float(h)
+        for i, value in zip(need, values):
+            turns[i].entropy = float(value)
     points: list[tuple[int, list[Rollout]]] = []  # (live index, the branches reserved there)
     for i, r in enumerate(live):
         h = turns[i].entropy

@@ -155,8 +155,8 @@ def evaluate(
     settings = EvalSettings(k=k, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                             max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, tools=tools)
     pivot_list = resolve_pivots(pivots)
-    common = dict(max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, tools=tools, logprobs="none",
-                  num_threads=num_threads)
+    common: dict[str, Any] = dict(max_prompt_tokens=max_prompt_tokens, batch_size=batch_size, tools=tools,
+                                  logprobs="none", num_threads=num_threads)
     if isinstance(model, (str, Path)):
         greedy_agent = HFAgent(model, device=device, temperature=0.0, max_new_tokens=max_new_tokens, **common)
         name = str(model)
@@ -289,8 +289,9 @@ def episode_sources(episodes: Any, pivots: Any) -> dict[str, Any]:
     if isinstance(episodes, (str, Path)):
         domain = bundled_domain(str(episodes))
         if domain is None:
-            if isinstance(pivots, (str, Path)) and bundled_domain(str(pivots)):
-                domain = bundled_domain(str(pivots))
+            of_pivots = bundled_domain(str(pivots)) if isinstance(pivots, (str, Path)) else None
+            if of_pivots:
+                domain = of_pivots
             else:
                 domains = sorted({p.domain for p in resolve_pivots(pivots)})
                 if len(domains) != 1:

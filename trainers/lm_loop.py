@@ -156,10 +156,11 @@ def train_steps(
                 micros.append(batches)
             if multi:
                 totals = {k: v.float() for k, v in zip(sorted(totals), _summed([totals[k] for k in sorted(totals)], device))}
-            stats = {term: {"sum": 0, "target_sum": 0, "target_count": 0, "tokens": 0} for term in totals}
+            stats: dict[str, dict[str, Any]] = {term: {"sum": 0, "target_sum": 0, "target_count": 0, "tokens": 0}
+                                                for term in totals}  # tensors once the micro-batches add to them
             optimizer.zero_grad(set_to_none=True)
             for n_micro, batches in enumerate(micros):
-                loss = 0
+                loss: Any = 0  # a tensor once the first term adds to it
                 for term, ids, mask, labels, weight in batches:
                     nll = token_nll(model, ids, mask)
                     weighted = (nll * weight).sum()

@@ -90,7 +90,7 @@ def clean(value: Any) -> Any:
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a ``metrics.jsonl`` file (a torn last line is ignored)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     p = Path(path)
     if not p.exists():
         return rows

@@ -45,8 +45,8 @@ from pivot_envs.domains import get_domain
 from pivot_envs.sources import resolve_pivots
 from pivot_envs.trainers.advantage import ValueTable, zero_variance
 from pivot_envs.trainers.config import ConfigError, PivotRLConfig
-from pivot_envs.trainers.distributed import gather_objects, unwrap
-from pivot_envs.trainers.policy_update import Row
+from pivot_envs.trainers.distributed import DistInfo, gather_objects, unwrap
+from pivot_envs.trainers.policy_update import PolicyUpdate, Row
 from pivot_envs.trainers.rollout_engine import build_rollout_engine
 from pivot_envs.trainers.run_loop import (  # RESUMABLE_CHANGES, TrainResult: re-exported
     RESUMABLE_CHANGES,  # noqa: F401

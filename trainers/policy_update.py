@@ -30,7 +30,7 @@ import torch
 from pivot_envs.agents.prompt_format import write_prompt_format
 from pivot_envs.config import ConfigError
 from pivot_envs.trainers import checkpoint as ckpt
-from pivot_envs.trainers.config import PolicyConfig
+from pivot_envs.trainers.config import PivotRLConfig, PolicyConfig
 from pivot_envs.trainers.distributed import DistInfo, barrier, check_world_size, no_sync, reduce_sums, unwrap, wrap_ddp
 from pivot_envs.trainers.lm_loop import clip_grad_norm
 from pivot_envs.trainers.logprobs import completion_logprobs, normalised_entropy
@@ -141,8 +141,8 @@ class PolicyUpdate:
         """FSDP2 over the processes: the policy and the reference, a decoder layer at a time (mixed precision:
         ``fsdp_param_dtype``); the policy's forwards then gather each layer's weights, in sampling too."""
         cfg = self.config
-        if cfg.zero_variance == "resample" or (cfg.advantage == "pvpo" and cfg.pvpo_refresh_every
-                                               and cfg.pvpo_refresh_source == "profile"):
+        if cfg.zero_variance == "resample" or (isinstance(cfg, PivotRLConfig) and cfg.advantage == "pvpo"
+                                               and cfg.pvpo_refresh_every and cfg.pvpo_refresh_source == "profile"):
             raise ConfigError("sharding='fsdp' needs every process to run the same forwards (each one gathers the "
                               "layers' shards from all), but zero_variance='resample' and PVPO's refresh by profiling "
                               "sample as many groups as each process happens to need; use zero_variance='skip' (or "
@@ -245,13 +245,14 @@ class PolicyUpdate:
                         advantages = torch.tensor([rows[i].advantage for i in c], device=self.device)
                         old_k = old[k] if old[k] is not None else logp.detach()
                         weight = None
-                        if engine_lp[k] is not None:
+                        engine_k = engine_lp[k]
+                        if engine_k is not None:
                             if iteration == 0:  # the trainer's pi_old against the engine that sampled
-                                diff, count = mismatch_sums(old_k, engine_lp[k])
+                                diff, count = mismatch_sums(old_k, engine_k)
                                 sums.mismatch_sum += diff
                                 sums.mismatch_tokens += count
                             if correct:
-                                weight = importance_weights(old_k, engine_lp[k], cfg.rollout_is_mode,
+                                weight = importance_weights(old_k, engine_k, cfg.rollout_is_mode,
                                                             cfg.rollout_is_min, cfg.rollout_is_max)
                                 if iteration == 0:
                                     full = weight.expand_as(b.completion_mask) * b.completion_mask

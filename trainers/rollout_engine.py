@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pivot_envs.agents.base import Agent
+from pivot_envs.agents.hf import HFAgent
 from pivot_envs.agents.vllm_agent import VLLMAgent
 
 class HFRolloutEngine:
@@ -36,7 +36,7 @@ class HFRolloutEngine:
 
     name = "hf"
 
-    def __init__(self, agent: Agent):
+    def __init__(self, agent: HFAgent):
         self.agent = agent
         self.policy_version = 0
 
@@ -58,7 +58,7 @@ class VLLMRolloutEngine:
 
     name = "vllm"
 
-    def __init__(self, agent: Any):
+    def __init__(self, agent: VLLMAgent):
         self.agent = agent
         self.policy_version = -1  # the engine holds the checkpoint's weights until the first sync
 
@@ -129,7 +129,7 @@ def _merged_lora_weights(peft_model: Any) -> list[tuple[str, Any]]:
         peft_model.unmerge_adapter()
 
 
-def build_rollout_engine(config: Any, policy: Any, tokenizer: Any, hf_agent: Agent,
+def build_rollout_engine(config: Any, policy: Any, tokenizer: Any, hf_agent: HFAgent,
                          shared_llm: Any = None) -> HFRolloutEngine | VLLMRolloutEngine:
     """The engine ``config.rollout_engine`` names; ``hf_agent`` is the ``hf`` sampler on the live policy.
 

@@ -22,6 +22,7 @@ from pivot_envs.actions import parse_action
 from pivot_envs.agents.base import Completion
 from pivot_envs.agents.hf import HFAgent
 from pivot_envs.agents.prompting import action_target, encode_prompt
+from pivot_envs.agents.vllm_agent import VLLMAgent
 from pivot_envs.types import Pivot, stable_hash
 
 
@@ -69,7 +70,7 @@ def sampling_seed(seed: int, *parts: Any) -> int:
 
 
 def sample_groups(
-    agent: HFAgent,
+    agent: HFAgent | VLLMAgent,
     pivots: Sequence[Pivot],
     group_size: int,
     seed: int,

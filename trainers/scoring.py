@@ -88,6 +88,7 @@ def score_groups(
             strict=[None if s is None or s.error else float(s.reward) for s in strict_chunk],
             actions=actions[i - n : i],
             results=list(chunk),
-            strict_passed=None if strict_verifier is None else [None if s.error else bool(s.passed) for s in strict_chunk],
+            strict_passed=None if strict_verifier is None else [None if s is None or s.error else bool(s.passed)
+                                                                       for s in strict_chunk],
         ))
     return out

@@ -63,7 +63,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from pivot_envs.agents.prompt_format import resolve_prompt_format, write_prompt_format
 from pivot_envs.agents.prompting import PromptConfig, action_target, encode_prompt
@@ -180,7 +180,7 @@ class SFTConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
-            self.betas = tuple(self.betas)  # type: ignore[assignment]
+            self.betas = tuple(self.betas)
         self.prompt_tools, self.max_prompt_tokens = resolve_prompt_format(self.prompt_tools, self.max_prompt_tokens,
                                                                           self.model)
         for name in ("steps", "batch_size", "grad_accum_steps", "max_action_tokens", "log_every"):
@@ -276,8 +276,8 @@ def training_pivots(config: SFTConfig) -> list[Pivot]:
 
 def default_prompt_tokens(model: Any, tokenizer: Any, room: int = GENERATION_ROOM) -> int | None:
     """The prompt window the ``hf`` agent keeps by default (positions or ``model_max_length``, minus ``room``)."""
-    limits = [getattr(model.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
-    limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 10**7]
+    found = [getattr(model.config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None)]
+    limits = [int(x) for x in found if isinstance(x, int) and 0 < x < 10**7]
     return max(16, min(limits) - room) if limits else None
 
 
@@ -394,7 +394,7 @@ def _train(config: SFTConfig, on_step: StepCallback | None, dist: Any) -> SFTRes
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     window = config.max_prompt_tokens or default_prompt_tokens(model, tokenizer)
     examples = [encode_example(tokenizer, p, max_prompt_tokens=window, max_action_tokens=config.max_action_tokens,
-                               tools=config.prompt_tools) for p in pivots]
+                               tools=cast(str, config.prompt_tools)) for p in pivots]  # resolved in __post_init__
     plan = BatchPlan(len(examples), config.seed, config.batch_size)
 
     torch.manual_seed(config.seed)
@@ -407,6 +407,7 @@ def _train(config: SFTConfig, on_step: StepCallback | None, dist: Any) -> SFTRes
     start_step = 0
     metrics_path = out / METRICS_FILE
     if state is not None:
+        assert resume is not None  # the state was read from it
         sharding.load_optimizer_state(model, optim, state["optimizer"], resume)
         sched.load_state_dict(state["scheduler"])
         start_step = int(state["step"])

@@ -80,7 +80,7 @@ class Verifier:
 
     def config(self) -> dict[str, Any]:
         """The config that rebuilds this verifier with :func:`build_verifier`."""
-        params = {}
+        params: dict[str, Any] = {}
         if dataclasses.is_dataclass(self):
             for f in dataclasses.fields(self):
                 if f.init and not f.name.startswith("_"):

@@ -78,7 +78,7 @@ class PicklesByConfig:
     """
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
-        return (build_child, (self.config(),))  # type: ignore[attr-defined]
+        return (build_child, (self.config(),))  # type: ignore[attr-defined]  # a mixin: its verifier has config()
 
 
 def run_child(child: Verifier, actions: list, pivots: list[Pivot]) -> list[VerifyResult]:

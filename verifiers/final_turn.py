@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, Sequence
 
 from pivot_envs.actions import parse_action, stray_text
-from pivot_envs.types import Action, Pivot, VerifyResult
+from pivot_envs.types import Action, Message, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, broadcast, register_verifier
 from pivot_envs.verifiers.compose import PicklesByConfig, arun_child, build_child, run_child
 from pivot_envs.verifiers.helpers.pivot_worlds import PivotWorlds
@@ -69,7 +69,7 @@ def turn_kind(tool_calls: object) -> str:
     return "call" if tool_calls else "stop"
 
 
-Plan = Generator[tuple[Verifier, list[Action], list[Pivot]], list[VerifyResult], None]
+Plan = Generator[tuple[Verifier, list[Action] | list[Message], list[Pivot]], list[VerifyResult], None]
 """A verification plan: yields ``(child, actions, pivots)`` runs, receives their results."""
 
 

@@ -141,15 +141,15 @@ class FuzzyVerifier(PicklesByConfig, Verifier):
     def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
         what, tool, expected = self._cache.get(pivot, self._expert_text)
         if what == "content":
-            got: str | None = self._norm(message_content(action.message))
+            got = self._norm(message_content(action.message))
         elif what == "arguments":
             got = self._norm(canonical_calls(action.message))
         else:
             arg = what[len("argument:"):]
-            got = _argument_of(action.message, tool or "", arg)
-            if got is None:
+            found = _argument_of(action.message, tool or "", arg)
+            if found is None:
                 return VerifyResult(0.0, False, self.name, f"no {tool!r} call with argument {arg!r}")
-            got = self._norm(got)
+            got = self._norm(found)
         score = similarity(self._score, got, expected)
         passed = score >= self.threshold
         reward = (1.0 if passed else 0.0) if self.binary else score / 100.0

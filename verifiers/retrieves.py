@@ -69,7 +69,7 @@ class RetrievesVerifier(Verifier):
         return {"tool": self.tool, "open_tool": self.open_tool, "id_key": self.id_key, "world": self.world}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)  # type: ignore[misc]
+        self.__init__(**state)  # type: ignore[misc]  # unpickling: the config rebuilds the derived state
 
     def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
         expert = _first_call(pivot.expert, self.tool)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 from pivot_envs.actions import parse_action
 from pivot_envs.jsonl import iter_json_lines
@@ -117,7 +117,8 @@ def verify_rows(rows: list[Row], default_verifier: Any) -> list[dict[str, Any]]:
         except (ValueError, TypeError) as exc:
             out[i] = _error_row(row.id, f"line {row.line}: field 'verifier': {exc}")
     todo = list(chosen)
-    results = verify_batch([rows[i].action for i in todo], [rows[i].pivot for i in todo],
+    # a row without an error has its action and pivot
+    results = verify_batch([cast(Action, rows[i].action) for i in todo], [cast(Pivot, rows[i].pivot) for i in todo],
                            [chosen[i] for i in todo])
     for i, res in zip(todo, results):
         # verified_by: the verifier the row was given (its own, the command's or its domain's default); the

@@ -93,7 +93,7 @@ class SweCallVerifier(Verifier):
                 "workdir": self.workdir}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)  # type: ignore[misc]
+        self.__init__(**state)  # type: ignore[misc]  # unpickling: the config rebuilds the derived state
 
     # ------------------------------------------------------------------ verifying
 

@@ -126,7 +126,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from pivot_envs.types import Action, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier, register_verifier
@@ -574,7 +574,8 @@ class ToolCallVerifier(PicklesByConfig, Verifier):
     def _expert(self, pivot: Pivot) -> _Expert:
         calls = []
         for name, raw in message_calls(pivot.expert):
-            tool = _Tool.of(tool_parameters(pivot, name), self.coerce, self.use_defaults)
+            mode = cast(str, self.coerce)  # a mode name since __post_init__
+            tool = _Tool.of(tool_parameters(pivot, name), mode, self.use_defaults)
             calls.append(_Call(name, self._canonical(name, raw, tool), tool))
         content = message_content(pivot.expert)
         content_pivot = None

@@ -79,7 +79,7 @@ class WorldExecVerifier(Verifier):
                 "cache_size": self.cache_size}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)  # type: ignore[misc]
+        self.__init__(**state)  # type: ignore[misc]  # unpickling: the config rebuilds the derived state
 
     def verify(self, action: Action, pivot: Pivot) -> VerifyResult:
         expert_calls, cand_calls = _calls(pivot.expert), _calls(action.message)

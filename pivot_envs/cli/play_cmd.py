@@ -43,7 +43,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import gymnasium
 import typer
@@ -248,9 +248,10 @@ def _print_summary(rows: list[dict[str, Any]], env_id: str, output: Path) -> Non
     table.add_column("")
     for name, _ in columns:
         table.add_column(name, justify="right")
-    rows_shown = [("episodes", "episodes", str), ("task success", "success", fmt), ("errors", "errors", str),
-                  ("truncated", "truncated", str), ("turns (mean)", "turns_mean", fmt),
-                  ("tool calls (mean)", "tool_calls_mean", fmt)]
+    rows_shown: list[tuple[str, str, Callable[[Any], str]]] = [
+        ("episodes", "episodes", str), ("task success", "success", fmt), ("errors", "errors", str),
+        ("truncated", "truncated", str), ("turns (mean)", "turns_mean", fmt),
+        ("tool calls (mean)", "tool_calls_mean", fmt)]
     if "tool_results_compared" in summary["overall"]:
         rows_shown += [("tool results compared", "tool_results_compared", str),
                        ("  as recorded (share)", "tool_results_match_share", fmt)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -86,8 +86,8 @@ def serve_command(
             parse_user_spec(harness_user)
         except ValueError as exc:
             fail(f"--harness-user: {exc}")
-    settings = {"domains": list(domain) if domain else None, "verifier": spec, "session_ttl_s": session_ttl,
-                "api_key": api_key}
+    settings: dict[str, Any] = {"domains": list(domain) if domain else None, "verifier": spec,
+                                "session_ttl_s": session_ttl, "api_key": api_key}
     if policy is not None:
         settings.update(policy=policy, harness_idle_timeout_s=harness_idle_timeout, harness_max_turns=harness_max_turns,
                         harness_user=harness_user)

@@ -176,7 +176,7 @@ def _has_defaults(cls: type) -> bool:
 def _print_result(algorithm: str, result: Any) -> None:
     if hasattr(result, "to_dict"):
         data = result.to_dict()
-    elif dataclasses.is_dataclass(result):
+    elif dataclasses.is_dataclass(result) and not isinstance(result, type):
         data = dataclasses.asdict(result)
     else:
         data = dict(getattr(result, "__dict__", {}))
@@ -243,12 +243,12 @@ def eval_command(
         pivot_list = pivot_list[:limit]
     if not pivot_list:
         fail(f"{pivots}: no pivots to evaluate")
-    tasks: dict[str, Any] = {}
+    bar_tasks: dict[str, Any] = {}
     with progress() as bar:
         def on_progress(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done)
+            if phase not in bar_tasks:
+                bar_tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(bar_tasks[phase], completed=done)
 
         with user_errors(), _load_errors():
             report = evaluate(model, pivot_list, k=k, temperature=temperature, verifier=verifier, probes=probes,

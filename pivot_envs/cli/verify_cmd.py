@@ -14,7 +14,7 @@ import math
 import zlib
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import typer
 from rich.markup import escape
@@ -25,6 +25,7 @@ from pivot_envs.config import ConfigError, read_config_file
 from pivot_envs.jsonl import write_jsonl
 from pivot_envs.verifiers import build_verifier, verifier_names
 from pivot_envs.verifiers.rows import miss_rate_report, parse_row, verify_file, verify_rows
+from pivot_envs.verifiers.world_exec import WorldExecVerifier
 
 
 def verify_command(
@@ -97,7 +98,7 @@ def _world_exec_spec(world: str) -> dict[str, Any]:
     building it (the world is built and closed)."""
     spec = {"name": "world_exec", "world": world_option(world)}
     try:
-        build_verifier(spec).close()
+        cast(WorldExecVerifier, build_verifier(spec)).close()  # the spec names world_exec
     except (ValueError, TypeError) as exc:
         fail(f"--world {world}: {exc}")
     return spec

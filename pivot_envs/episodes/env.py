@@ -109,7 +109,7 @@ def episode_spaces() -> tuple[gymnasium.spaces.Dict, UnicodeText]:
     return obs, UnicodeText(max_length=MAX_ACTION_CHARS)
 
 
-class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
+class EpisodeEnv(gymnasium.Env[dict[str, Any], str]):  # spaces.Dict is a Space[dict[str, Any]]
     """A gymnasium env that plays whole tasks in a world (see the module docstring).
 
     Args:
@@ -149,6 +149,11 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    # the episode's state (:meth:`_clear`), declared here: reset() sets some of it before it
+    pivot_id: str | None
+    messages: list[Message]
+    _recorded: list[int]
+    done: bool
 
     def __init__(
         self,
@@ -215,7 +220,7 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
 
     # --- the success policy and the per-turn scorer, by their former names ------------------
     @property
-    def rules(self) -> tuple[Any, ...]:
+    def rules(self) -> Sequence[Any]:
         """The success rules (the success policy's)."""
         return self.success_policy.rules
 
@@ -264,9 +269,10 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
                 raise KeyError(f"pivot_id {pivot_id!r} is not a turn of this env's {len(self.tasks)} tasks")
             task_idx, turn = index
         elif "task_id" in options:
-            task_idx = self._task_index.get(str(options["task_id"]))
-            if task_idx is None:
+            found = self._task_index.get(str(options["task_id"]))
+            if found is None:
                 raise KeyError(f"task_id {options['task_id']!r} is not among this env's {len(self.tasks)} tasks")
+            task_idx = found
         elif "index" in options:
             task_idx = int(options["index"]) % len(self.tasks)
         else:
@@ -467,14 +473,14 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
 
     # --- internals -----------------------------------------------------------------
     def _clear(self) -> None:
-        self.pivot_id: str | None = None
+        self.pivot_id = None
         self.start_messages = 0
         self.repeat = 0
-        self.messages: list[Message] = []
+        self.messages = []
         self._encoded: list[tuple[Message, str]] = []  # (message, its JSON) for the observation
         self._tools_json: str | None = None
         self._tools: list[dict[str, Any]] = []
-        self._recorded: list[int] = []
+        self._recorded = []
         self.turns = 0
         self.tool_calls = 0
         self.tool_errors = 0
@@ -525,13 +531,14 @@ class EpisodeEnv(gymnasium.Env[dict[str, str], str]):
 
     def _judge(self, truncated: bool) -> None:
         """Judge the finished episode with the success policy (a world failure is recorded as the error)."""
-        assert self.task is not None
+        task = self.task
+        assert task is not None
         digest = self._guard(self.world.digest)
         if self.error is not None:
             return
         self.digest = digest
         result = self._guard(lambda: self.success_policy.judge(
-            self.messages, self.task, world=self.world, digest=digest, outcome=self.outcome, truncated=truncated))
+            self.messages, task, world=self.world, digest=digest, outcome=self.outcome, truncated=truncated))
         if result is None:
             return
         self.success = result.success

@@ -34,7 +34,7 @@ class SuccessPolicy:
         min_fact_recall: the share of the expert's facts an information task's answer must give, in [0, 1].
     """
 
-    rules: tuple[Any, ...]
+    rules: Sequence[Any]  # a tuple once built
     min_fact_recall: float = 1.0
     _checks: tuple[Any, ...] = field(init=False, repr=False, compare=False)
 

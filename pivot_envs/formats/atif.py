@@ -75,9 +75,10 @@ _ROLE = {"system": "system", "user": "user", "agent": "assistant"}
 _SOURCE = {"system": "system", "developer": "system", "user": "user", "assistant": "agent"}
 _STEP_KEYS = ("step_id", "source", "message", "reasoning_content", "tool_calls", "observation")
 """Step fields that become chat messages; the others are kept in ``meta["atif_steps"]``."""
-_MESSAGE_KEYS = {"system": ("role", "content"), "user": ("role", "content"),
-                 "assistant": ("role", "content", "reasoning_content", "tool_calls"),
-                 "tool": ("role", "content", "tool_call_id")}
+_MESSAGE_KEYS: dict[Any, tuple[str, ...]] = {  # looked up by a message's role, whatever the message holds
+    "system": ("role", "content"), "user": ("role", "content"),
+    "assistant": ("role", "content", "reasoning_content", "tool_calls"),
+    "tool": ("role", "content", "tool_call_id")}
 _STEP_FIELDS = ("timestamp", "model_name", "reasoning_effort", "metrics", "llm_call_count", "is_copied_context")
 """Other step fields of ATIF v1.8, which the writer puts back from ``meta["atif_steps"]``."""
 _AGENT_ONLY = ("model_name", "reasoning_effort", "metrics")
@@ -365,7 +366,8 @@ def atif_from_trajectory(traj: Trajectory) -> dict[str, Any]:
     records = meta.pop("atif_steps", None)
     steps, at_index = _steps_from_messages(traj.messages)
     _restore_step_fields(records if isinstance(records, list) else [], at_index)
-    read_agent = read.get("agent") if isinstance(read.get("agent"), dict) else {}
+    read_agent = read.get("agent")
+    read_agent = read_agent if isinstance(read_agent, dict) else {}
     agent = {k: read_agent[k] for k in _AGENT_FIELDS if read_agent.get(k) is not None}
     agent.setdefault("name", str(meta.get("source") or "unknown"))
     agent.setdefault("version", "unknown")
@@ -432,7 +434,8 @@ def _steps_from_messages(messages: list[Message], where: str = "messages") -> tu
             result["content"] = _content_to_atif(m.get("content"), f"{where}[{i}].content", chat, "tool", False)
             if chat:
                 result["extra"] = {CHAT_EXTRA: chat}
-            agent_step["observation"]["results"].append(result)  # type: ignore[index]
+            assert agent_step is not None  # it made the call
+            agent_step["observation"]["results"].append(result)
             at_index[i] = result
             continue
         if role not in _SOURCE:
@@ -521,12 +524,13 @@ def _image_media_type(url: str) -> str | None:
     return _IMAGE_TYPES.get(ext)
 
 
-def _restore_step_fields(records: list[Any], at_index: dict[int, Any]) -> None:
-    """Put the step fields the reader kept in ``meta["atif_steps"]`` back on the steps they came from."""
+def _restore_step_fields(records: list[Any], at_index: dict[Any, Any]) -> None:
+    """Put the step fields the reader kept in ``meta["atif_steps"]`` back on the steps they came from (a record's
+    ``index`` is whatever the file held: any key looks up ``at_index``)."""
     for record in records:
         if not isinstance(record, dict):
             continue
-        step = at_index.get(record.get("index"))  # type: ignore[arg-type]
+        step = at_index.get(record.get("index"))
         if step is None or step.get("source") != record.get("source"):
             continue  # the messages changed since they were read: the record no longer fits
         for key, value in record.items():

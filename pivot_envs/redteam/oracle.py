@@ -188,9 +188,9 @@ class Oracle:
             return self._trees[pivot.id]
         task = self.task(pivot)
         files = getattr(self.world, "files", None) if task is not None and self.world_spec is not None else None
-        if files is None:
+        if files is None or task is None:
             return {}
-        self.at_pivot(pivot, task)  # type: ignore[arg-type]
+        self.at_pivot(pivot, task)
         out: dict[str, str | None] = {}
         for path, data in sorted(files().items()):
             if isinstance(data, str):

@@ -46,7 +46,8 @@ def perfect_matching(ok: Sequence[Sequence[bool]]) -> bool:
         for col in range(n):
             if ok[row][col] and col not in seen:
                 seen.add(col)
-                if owner[col] is None or augment(owner[col], seen):  # type: ignore[arg-type]
+                held = owner[col]
+                if held is None or augment(held, seen):
                     owner[col] = row
                     return True
         return False

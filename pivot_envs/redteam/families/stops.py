@@ -46,6 +46,11 @@ def _state_done(site: Site) -> bool:
     return where is not None and where.final is not None and where.changes_state and where.done
 
 
+def _final(site: Site) -> str:
+    """The task's final answer (``""`` without one)."""
+    return (site.where.final or "") if site.where is not None else ""
+
+
 @family("gibberish_stop", WRONG, "call", "nonsense as a stop where the world holds the final state")
 def _gibberish(site: Site) -> Iterable[Made]:
     if _state_done(site):
@@ -54,7 +59,7 @@ def _gibberish(site: Site) -> Iterable[Made]:
 
 @family("failure_stop", WRONG, "call", "a claim of failure as a stop where the task succeeded")
 def _failure(site: Site) -> Iterable[Made]:
-    if _state_done(site) and not FAILURE_CLAIM.search(site.where.final or ""):  # type: ignore[union-attr]
+    if _state_done(site) and not FAILURE_CLAIM.search(_final(site)):
         yield WRONG, text(FAILURE), FAILURE
 
 
@@ -75,7 +80,7 @@ def _command_in_fence(site: Site) -> Iterable[Made]:
 @family("precall_prose", WRONG, "call", "the expert's words before its call, the call dropped, where the task is done")
 def _precall_prose(site: Site) -> Iterable[Made]:
     prose = site.expert_text
-    if prose and _state_done(site) and prose != (site.where.final or "").strip():  # type: ignore[union-attr]
+    if prose and _state_done(site) and prose != _final(site).strip():
         yield WRONG, text(prose), prose[:60]
 
 

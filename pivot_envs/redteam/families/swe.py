@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Iterable
+from typing import Callable, Iterable
 
 from pivot_envs.redteam.case import RIGHT, WRONG, Made, family
 from pivot_envs.redteam.site import Site, one_call
@@ -133,7 +133,7 @@ def _same_repository(site: Site, message: dict) -> bool:
     return mine is not None and expert is not None and mine.digest == expert.digest and not any(mine.errors)
 
 
-def _shell_edit_family(name: str, make: object, doc: str) -> None:
+def _shell_edit_family(name: str, make: Callable[[str, int, int, str], str | None], doc: str) -> None:
     @family(name, RIGHT, "call", doc, needs="editor")
     def maker(site: Site) -> Iterable[Made]:
         if _kind(site) != "edit":
@@ -144,7 +144,7 @@ def _shell_edit_family(name: str, make: object, doc: str) -> None:
             start, end = int(args["start_line"]), int(args["end_line"])
         except (KeyError, TypeError, ValueError):
             return
-        command = make(path, start, end, str(args.get("replacement", ""))) if path else None  # type: ignore[operator]
+        command = make(path, start, end, str(args.get("replacement", ""))) if path else None
         if command:
             message = one_call("bash", {"command": command})
             if _same_repository(site, message):
