@@ -81,7 +81,7 @@ from pivot_envs.verifiers.base import build_verifier
 from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
 from pivot_envs.verifiers.hack_monitor import HACKS, category_key, hack_counts
 
-from pivot_envs.episode_env import EpisodeEnv, bundled_domain, resolve_tasks
+from pivot_envs.episodes import EpisodeEnv, bundled_domain, resolve_tasks
 from pivot_envs.sources import PivotSource, resolve_pivots
 from pivot_envs.types import Message, Pivot, VerifyResult
 
@@ -312,7 +312,7 @@ def episode_dataset(tasks: Any = None, *, domain: str | None = None, split: str 
                     min_reward: float | None = 1.0) -> Any:
     """A ``datasets.Dataset`` of episode starts for ``GRPOTrainer(environment_factory=...)``.
 
-    One row per task of ``tasks`` (any source :class:`~pivot_envs.episode_env.EpisodeEnv` takes):
+    One row per task of ``tasks`` (any source :class:`~pivot_envs.episodes.EpisodeEnv` takes):
     ``prompt``, the messages an episode starts from (up to and including the first user message,
     the system prompt kept), and ``task_id``, which TRL passes to ``reset`` with the rest of the
     row. The tools are *not* in the prompt text: TRL renders the environment's tool methods with
@@ -337,7 +337,7 @@ def episode_dataset(tasks: Any = None, *, domain: str | None = None, split: str 
 
 
 class TRLEpisodeEnv:
-    """An :class:`~pivot_envs.episode_env.EpisodeEnv` in the shape of a TRL 1.16 environment.
+    """An :class:`~pivot_envs.episodes.EpisodeEnv` in the shape of a TRL 1.16 environment.
 
     TRL builds the instances with the factory (no arguments), keeps them in a pool and, for every
     rollout of a batch, calls ``reset(**row)`` with the rollout's dataset row. ``reset`` starts the
@@ -356,7 +356,7 @@ class TRLEpisodeEnv:
 
     ``turn_rewards`` lists the episode's per-turn rewards so far (``EpisodeEnv.turn_rewards``: the
     verifier's reward for each turn while the rollout is on the expert's path, ``None`` off it; see
-    :mod:`pivot_envs.episode_env`). TRL runs each tool call as its own turn, so an expert turn with
+    :mod:`pivot_envs.episodes`). TRL runs each tool call as its own turn, so an expert turn with
     several calls leaves the path at its first call (its reward is the one call against them all).
     """
 
@@ -474,7 +474,7 @@ def _tool_method(spec: dict[str, Any]) -> tuple[str, Callable[..., str]]:
 
 def episode_environment_factory(tasks: Any = None, *, domain: str | None = None, user: Any = "none",
                                 **env_kwargs: Any) -> Callable[[], TRLEpisodeEnv]:
-    """A TRL ``environment_factory`` for :class:`~pivot_envs.episode_env.EpisodeEnv` episodes.
+    """A TRL ``environment_factory`` for :class:`~pivot_envs.episodes.EpisodeEnv` episodes.
 
     Returns a :class:`TRLEpisodeEnv` subclass (calling it with no arguments is the factory): one
     method per tool of the first task (its world's tools), as TRL exposes one fixed tool set per
@@ -553,7 +553,7 @@ class EpisodeReward:
     Each call is kept in ``calls`` (``prompts`` and ``completions`` as TRL passed them,
     ``row_task_ids``: the rows' ``task_id`` column, ``task_ids``: the tasks the envs played,
     ``rewards``, ``turn_rewards``: each rollout's per-turn rewards, ``episodes``: each rollout's
-    :meth:`~pivot_envs.episode_env.EpisodeEnv.episode_row`) for the latest ``keep_calls`` calls (default 0:
+    :meth:`~pivot_envs.episodes.EpisodeEnv.episode_row`) for the latest ``keep_calls`` calls (default 0:
     none; a window that never grows past it); ``n_calls`` counts them all.
     """
 

@@ -4,7 +4,7 @@ Rules (:data:`RULES`):
 
 ``state``
     The world's digest at the end equals the digest the expert trajectory reached (its tool calls
-    replayed in a fresh world: :func:`pivot_envs.episode_env.expert_outcome`).
+    replayed in a fresh world: :func:`pivot_envs.episodes.expert_outcome`).
 ``facts``
     Only for *information* tasks, those where the expert changed no state (start digest == expert
     digest): the agent told the user the facts the expert told. A **fact** is a value that the

@@ -299,15 +299,15 @@ def test_the_success_policy_is_one_object_and_the_old_keywords_build_it():
         SuccessPolicy.build({"rule": ["state"]}, "tool_use")
 
 
-def test_the_old_module_and_the_env_ids_lead_to_the_sub_package():
-    from pivot_envs import episode_env, episodes
-    from pivot_envs.episodes import env as env_module, runner, tasks
+def test_the_env_ids_lead_to_the_env_module():
+    from pivot_envs.episodes import env as env_module
 
-    assert episode_env.EpisodeEnv is env_module.EpisodeEnv is episodes.EpisodeEnv
-    assert (episode_env.run_episodes, episode_env.resolve_tasks) == (runner.run_episodes, tasks.resolve_tasks)
-    assert all(hasattr(episode_env, name) for name in episode_env.__all__)
-    assert set(episode_env.__all__) == set(episodes.__all__)
+    for env_id in ("pivot/Episode-v0", "pivot/ToolUse-Episode-v0"):
+        assert gymnasium.registry[env_id].entry_point == "pivot_envs.episodes.env:EpisodeEnv"
     env = gymnasium.make("pivot/Episode-v0", world="tool_use", tasks="bundled:tool_use:test")
+    assert type(env.unwrapped) is env_module.EpisodeEnv and env.unwrapped.domain_name == "tool_use"
+    env.close()
+    env = gymnasium.make("pivot/ToolUse-Episode-v0", split="test")
     assert type(env.unwrapped) is env_module.EpisodeEnv and env.unwrapped.domain_name == "tool_use"
     env.close()
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import pivot_envs  # noqa: F401  (registers the env ids)
-from pivot_envs.episode_env import EpisodeEnv
+from pivot_envs.episodes import EpisodeEnv
 from pivot_envs.types import Pivot, VerifyResult
 from pivot_envs.verifiers import Verifier, build_verifier
 

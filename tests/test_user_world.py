@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 import pivot_envs  # noqa: F401  (registers the env ids)
 from pivot_envs import Domain, domains, success
 from pivot_envs.cli import app
-from pivot_envs.episode_env import EpisodeEnv
+from pivot_envs.episodes import EpisodeEnv
 from pivot_envs.verifiers import build_verifier
 from pivot_envs.verifiers.rows import row_verifier_spec
 from pivot_envs.worlds import (WORLDS, ToolResult, World, build_world, describe_world_spec, register_world, registry,

@@ -8,7 +8,7 @@
     groups[i][j].success, groups[i][j].turns[t].completion.token_ids, stats.rollout_turns
 
 A **rollout** is one episode of a task played by the policy in the task's world
-(:class:`pivot_envs.episode_env.EpisodeEnv`): every assistant turn keeps the prompt token ids the
+(:class:`pivot_envs.episodes.EpisodeEnv`): every assistant turn keeps the prompt token ids the
 sampler saw and the sampled completion (its token ids are what the loss is taken over; tool results
 and user replies are only ever in later prompts, so they are masked by construction). The episode's
 reward is task success. All live rollouts advance together: each round is ONE ``agent.sample`` call
@@ -210,7 +210,7 @@ def play_groups(
     """Play ``plan.group_size`` rollouts of every task (see the module docstring).
 
     Args:
-        make_env: a new :class:`~pivot_envs.episode_env.EpisodeEnv` that knows every task of ``tasks``.
+        make_env: a new :class:`~pivot_envs.episodes.EpisodeEnv` that knows every task of ``tasks``.
         agent: ``agent.sample(pivots, n, seed=...)`` returning completions with ``token_ids``.
         tasks: the tasks of this call (one group each).
         encode: pivot -> prompt token ids (default: the ``hf`` agent's own encoding).
