@@ -354,7 +354,7 @@ class TRLEpisodeEnv:
     the reward is :func:`make_episode_reward_func`, which feeds the final answer to the episode
     and returns its task success (or, with ``per_turn=``, a summary of its per-turn rewards).
 
-    ``turn_rewards`` lists the episode's per-turn rewards so far (``EpisodeEnv.turn_rewards``: the
+    ``turn_rewards`` lists the episode's per-turn rewards so far (``EpisodeEnv.scorer.rewards``: the
     verifier's reward for each turn while the rollout is on the expert's path, ``None`` off it; see
     :mod:`pivot_envs.episodes`). TRL runs each tool call as its own turn, so an expert turn with
     several calls leaves the path at its first call (its reward is the one call against them all).
@@ -385,7 +385,7 @@ class TRLEpisodeEnv:
     @property
     def turn_rewards(self) -> list[float | None]:
         """The per-turn rewards of the episode so far, one per agent turn (``None`` off the expert's path)."""
-        return list(self.env.turn_rewards)
+        return list(self.env.scorer.rewards)
 
     def _tool(self, name: str, arguments: dict[str, Any]) -> str:
         env = self.env
@@ -539,7 +539,7 @@ PER_TURN = {"mean": "episode_turn_mean", "progress": "episode_progress"}
 
 class EpisodeReward:
     """TRL reward function for :func:`episode_environment_factory`: the task success of each rollout,
-    or with ``per_turn`` a summary of its per-turn rewards (``EpisodeEnv.turn_rewards``, an off-path
+    or with ``per_turn`` a summary of its per-turn rewards (``EpisodeEnv.scorer.rewards``, an off-path
     turn counting 0): ``"mean"``, their mean over the rollout's turns; ``"progress"``, their sum over
     the expert's turns from the episode's start (how much of the expert's path the rollout followed;
     a rollout that stops early or strays scores below 1). A per-turn verifier failure gives ``None``.
@@ -576,11 +576,11 @@ class EpisodeReward:
         if self.per_turn is None:
             return success
         episode = env.env
-        if episode.task is None or episode.error is not None or not episode.score_turns or episode.turn_reward_errors:
+        if episode.task is None or episode.error is not None or not episode.score_turns or episode.scorer.errors:
             return None
-        total = sum(r for r in episode.turn_rewards if r is not None)
+        total = sum(r for r in episode.scorer.rewards if r is not None)
         if self.per_turn == "mean":
-            return total / len(episode.turn_rewards) if episode.turn_rewards else 0.0
+            return total / len(episode.scorer.rewards) if episode.scorer.rewards else 0.0
         return min(1.0, total / episode.expert_turns) if episode.expert_turns else 0.0
 
     def __call__(self, prompts: list[Any], completions: list[Any], environments: list[Any] | None = None,
@@ -603,7 +603,7 @@ class EpisodeReward:
                 "row_task_ids": list(kwargs["task_id"]) if kwargs.get("task_id") is not None else None,
                 "task_ids": [e.env.task.id if e.env.task is not None else None for e in environments],
                 "rewards": list(rewards),
-                "turn_rewards": [list(e.env.turn_rewards) for e in environments],
+                "turn_rewards": [list(e.env.scorer.rewards) for e in environments],
                 "episodes": [json.loads(json.dumps(e.env.episode_row(), ensure_ascii=False, default=str))
                              if e.env.task is not None else None for e in environments],
             })

@@ -180,7 +180,7 @@ class PivotEpisodeAgentLoop(AgentLoopBase):
             "tool_calls": float(env.tool_calls),
             "tool_errors": float(env.tool_errors),
         }
-        out.extra_fields["turn_scores"] = list(env.turn_rewards) if self.score_turns else []
+        out.extra_fields["turn_scores"] = list(env.scorer.rewards) if self.score_turns else []
         out.extra_fields["tool_rewards"] = []
         return out
 

@@ -62,16 +62,6 @@ class ReadReport:
         return "\n".join(lines)
 
 
-def open_text(path: str | Path, mode: str = "rt") -> io.TextIOBase:
-    """Open a plain or gzip-compressed (``.gz``) text file as UTF-8."""
-    path = Path(path)
-    if path.suffix != ".gz":
-        return open(path, mode, encoding="utf-8")
-    if "w" in mode:
-        return _open_write(path, compress=True)
-    return gzip.open(path, mode, encoding="utf-8")  # type: ignore[return-value]
-
-
 class _ClosingTextWrapper(io.TextIOWrapper):
     """A UTF-8 text wrapper over a GzipFile that also closes the underlying file object."""
 

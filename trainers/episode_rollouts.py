@@ -395,8 +395,9 @@ def _step(r: Rollout, turn: Turn) -> None:
         return
     before = env.tool_calls
     env.step(turn.completion.action if turn.completion.action is not None else turn.completion.text)
-    turn.reward = getattr(env, "turn_reward", None)
-    turn.verdict = getattr(getattr(env, "scorer", None), "verdict", None)
+    scorer = getattr(env, "scorer", None)
+    turn.reward = getattr(scorer, "reward", None)
+    turn.verdict = getattr(scorer, "verdict", None)
     r.tool_calls += env.tool_calls - before
     if env.done:
         r.done = True

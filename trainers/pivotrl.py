@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -67,11 +66,6 @@ from pivot_envs.verifiers.versions import merged_versions
 __all__ = ["PivotRLConfig", "PivotRLTrainer", "TrainResult", "train_pivotrl"]
 
 log = logging.getLogger("pivot_envs.trainers")
-
-SUM_KEYS = tuple(f.name for f in fields(StepStats))
-"""Per-step counters summed over processes (the fields of :class:`~.step_stats.StepStats`)."""
-
-_Row = Row  # the former private name
 
 
 def train_pivotrl(
