@@ -22,7 +22,8 @@ from pivot_envs.agents import build_agent
 from pivot_envs.domains import Domain, register_domain
 from pivot_envs.envs_data import load_trajectories
 from pivot_envs.episodes import EpisodeEnv, ExpertOutcomes, SuccessPolicy, episode_starts, run_episodes, summarize_rows
-from pivot_envs.success import answer_correct, calls_made, expert_facts, facts_given, typed_values
+from pivot_envs.facts import calls_made, expert_facts, facts_given, typed_values
+from pivot_envs.success import answer_correct
 from pivot_envs.users import LLMUser, ScriptedUser, build_user, parse_user_spec
 from pivot_envs.worlds import World, WorldError
 

@@ -47,8 +47,7 @@ from pivot_envs.trainers.config import ConfigError, PivotRLConfig
 from pivot_envs.trainers.distributed import gather_objects, unwrap
 from pivot_envs.trainers.policy_update import Row
 from pivot_envs.trainers.rollout_engine import build_rollout_engine
-from pivot_envs.trainers.run_loop import (  # RESUMABLE_CHANGES, TrainResult: re-exported
-    RESUMABLE_CHANGES,  # noqa: F401
+from pivot_envs.trainers.run_loop import (
     TrainResult,
     engine_fields,
     open_trainer,
