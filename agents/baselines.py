@@ -1,7 +1,7 @@
 """Baseline agents that need no model: ``replay``, ``noisy_expert`` and ``constant``.
 
 * ``replay`` returns the expert action ``n`` times (reward 1 under any sound verifier). In an
-  episode (:class:`pivot_envs.episode_env.EpisodeEnv`) the agent's pivot carries the task's
+  episode (:class:`pivot_envs.episodes.EpisodeEnv`) the agent's pivot carries the task's
   recorded action at this turn as ``expert``, so ``replay`` plays the task's recorded assistant
   actions back in order.
 * ``replay:FILE`` replays the actions recorded in another trajectory file (any format

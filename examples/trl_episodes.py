@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load_tasks(args: argparse.Namespace) -> list[Any]:
-    from pivot_envs.episode_env import resolve_tasks
+    from pivot_envs.episodes import resolve_tasks
 
     tasks = resolve_tasks(args.tasks, domain=args.domain, split=args.split)
     wanted = [t for t in args.task_ids.split(",") if t]

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pivot_envs.envs_data import generator, load_pivots, load_trajectories
-from pivot_envs.episode_env import resolve_tasks
+from pivot_envs.episodes import resolve_tasks
 from pivot_envs.experiments.arms import (ARMS, CHAINED_ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run,
                                         parts_seconds, quiet_transformers, read_run, run_dir, run_many)
 from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report

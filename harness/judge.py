@@ -89,7 +89,7 @@ def _unexecuted(rollout: HarnessRollout) -> int:
 def turn_rewards(rollout: HarnessRollout, messages: list[Message]) -> tuple[list[float | None], list[str]]:
     """The env's per-turn rule over the episode's assistant turns after the opening."""
     env = rollout.env
-    verifier = env.turn_verifier
+    verifier = env.scorer.verifier
     if verifier is None:
         verifier = turn_verifier(None, env.domain)
     scorer = TurnScorer(verifier, env.domain)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Sequence
+from typing import Any
 
 from pivot_envs.types import Message, Trajectory, content_text
 
@@ -130,13 +130,3 @@ def user_turns(event_message: str, reply: str | None) -> list[Message]:
     if reply is not None:
         out.append({"role": "user", "content": reply})
     return out
-
-
-def is_user_tool(spec_or_name: Any) -> bool:
-    name = spec_or_name if isinstance(spec_or_name, str) else (spec_or_name.get("function") or spec_or_name).get("name")
-    return name == USER_TOOL
-
-
-def world_only(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``tools`` without the user tool."""
-    return [t for t in tools if not is_user_tool(t)]

@@ -81,7 +81,7 @@ from pivot_envs.verifiers.base import build_verifier
 from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
 from pivot_envs.verifiers.hack_monitor import HACKS, category_key, hack_counts
 
-from pivot_envs.episode_env import EpisodeEnv, bundled_domain, resolve_tasks
+from pivot_envs.episodes import EpisodeEnv, bundled_domain, resolve_tasks
 from pivot_envs.sources import PivotSource, resolve_pivots
 from pivot_envs.types import Message, Pivot, VerifyResult
 
@@ -312,7 +312,7 @@ def episode_dataset(tasks: Any = None, *, domain: str | None = None, split: str 
                     min_reward: float | None = 1.0) -> Any:
     """A ``datasets.Dataset`` of episode starts for ``GRPOTrainer(environment_factory=...)``.
 
-    One row per task of ``tasks`` (any source :class:`~pivot_envs.episode_env.EpisodeEnv` takes):
+    One row per task of ``tasks`` (any source :class:`~pivot_envs.episodes.EpisodeEnv` takes):
     ``prompt``, the messages an episode starts from (up to and including the first user message,
     the system prompt kept), and ``task_id``, which TRL passes to ``reset`` with the rest of the
     row. The tools are *not* in the prompt text: TRL renders the environment's tool methods with
@@ -337,7 +337,7 @@ def episode_dataset(tasks: Any = None, *, domain: str | None = None, split: str 
 
 
 class TRLEpisodeEnv:
-    """An :class:`~pivot_envs.episode_env.EpisodeEnv` in the shape of a TRL 1.16 environment.
+    """An :class:`~pivot_envs.episodes.EpisodeEnv` in the shape of a TRL 1.16 environment.
 
     TRL builds the instances with the factory (no arguments), keeps them in a pool and, for every
     rollout of a batch, calls ``reset(**row)`` with the rollout's dataset row. ``reset`` starts the
@@ -354,9 +354,9 @@ class TRLEpisodeEnv:
     the reward is :func:`make_episode_reward_func`, which feeds the final answer to the episode
     and returns its task success (or, with ``per_turn=``, a summary of its per-turn rewards).
 
-    ``turn_rewards`` lists the episode's per-turn rewards so far (``EpisodeEnv.turn_rewards``: the
+    ``turn_rewards`` lists the episode's per-turn rewards so far (``EpisodeEnv.scorer.rewards``: the
     verifier's reward for each turn while the rollout is on the expert's path, ``None`` off it; see
-    :mod:`pivot_envs.episode_env`). TRL runs each tool call as its own turn, so an expert turn with
+    :mod:`pivot_envs.episodes`). TRL runs each tool call as its own turn, so an expert turn with
     several calls leaves the path at its first call (its reward is the one call against them all).
     """
 
@@ -385,7 +385,7 @@ class TRLEpisodeEnv:
     @property
     def turn_rewards(self) -> list[float | None]:
         """The per-turn rewards of the episode so far, one per agent turn (``None`` off the expert's path)."""
-        return list(self.env.turn_rewards)
+        return list(self.env.scorer.rewards)
 
     def _tool(self, name: str, arguments: dict[str, Any]) -> str:
         env = self.env
@@ -474,7 +474,7 @@ def _tool_method(spec: dict[str, Any]) -> tuple[str, Callable[..., str]]:
 
 def episode_environment_factory(tasks: Any = None, *, domain: str | None = None, user: Any = "none",
                                 **env_kwargs: Any) -> Callable[[], TRLEpisodeEnv]:
-    """A TRL ``environment_factory`` for :class:`~pivot_envs.episode_env.EpisodeEnv` episodes.
+    """A TRL ``environment_factory`` for :class:`~pivot_envs.episodes.EpisodeEnv` episodes.
 
     Returns a :class:`TRLEpisodeEnv` subclass (calling it with no arguments is the factory): one
     method per tool of the first task (its world's tools), as TRL exposes one fixed tool set per
@@ -539,7 +539,7 @@ PER_TURN = {"mean": "episode_turn_mean", "progress": "episode_progress"}
 
 class EpisodeReward:
     """TRL reward function for :func:`episode_environment_factory`: the task success of each rollout,
-    or with ``per_turn`` a summary of its per-turn rewards (``EpisodeEnv.turn_rewards``, an off-path
+    or with ``per_turn`` a summary of its per-turn rewards (``EpisodeEnv.scorer.rewards``, an off-path
     turn counting 0): ``"mean"``, their mean over the rollout's turns; ``"progress"``, their sum over
     the expert's turns from the episode's start (how much of the expert's path the rollout followed;
     a rollout that stops early or strays scores below 1). A per-turn verifier failure gives ``None``.
@@ -553,7 +553,7 @@ class EpisodeReward:
     Each call is kept in ``calls`` (``prompts`` and ``completions`` as TRL passed them,
     ``row_task_ids``: the rows' ``task_id`` column, ``task_ids``: the tasks the envs played,
     ``rewards``, ``turn_rewards``: each rollout's per-turn rewards, ``episodes``: each rollout's
-    :meth:`~pivot_envs.episode_env.EpisodeEnv.episode_row`) for the latest ``keep_calls`` calls (default 0:
+    :meth:`~pivot_envs.episodes.EpisodeEnv.episode_row`) for the latest ``keep_calls`` calls (default 0:
     none; a window that never grows past it); ``n_calls`` counts them all.
     """
 
@@ -576,11 +576,11 @@ class EpisodeReward:
         if self.per_turn is None:
             return success
         episode = env.env
-        if episode.task is None or episode.error is not None or not episode.score_turns or episode.turn_reward_errors:
+        if episode.task is None or episode.error is not None or not episode.score_turns or episode.scorer.errors:
             return None
-        total = sum(r for r in episode.turn_rewards if r is not None)
+        total = sum(r for r in episode.scorer.rewards if r is not None)
         if self.per_turn == "mean":
-            return total / len(episode.turn_rewards) if episode.turn_rewards else 0.0
+            return total / len(episode.scorer.rewards) if episode.scorer.rewards else 0.0
         return min(1.0, total / episode.expert_turns) if episode.expert_turns else 0.0
 
     def __call__(self, prompts: list[Any], completions: list[Any], environments: list[Any] | None = None,
@@ -603,7 +603,7 @@ class EpisodeReward:
                 "row_task_ids": list(kwargs["task_id"]) if kwargs.get("task_id") is not None else None,
                 "task_ids": [e.env.task.id if e.env.task is not None else None for e in environments],
                 "rewards": list(rewards),
-                "turn_rewards": [list(e.env.turn_rewards) for e in environments],
+                "turn_rewards": [list(e.env.scorer.rewards) for e in environments],
                 "episodes": [json.loads(json.dumps(e.env.episode_row(), ensure_ascii=False, default=str))
                              if e.env.task is not None else None for e in environments],
             })

@@ -181,7 +181,7 @@ def to_verl_episode_rows(tasks: TaskSource = None, *, domain: str | None = None,
                          min_reward: float | None = 1.0) -> list[dict[str, Any]]:
     """veRL RL rows of whole tasks, one per task, for :mod:`pivot_envs.integrations.verl_agent_loop`.
 
-    ``tasks``: any task source :class:`~pivot_envs.episode_env.EpisodeEnv` takes (``bundled:DOMAIN[:SPLIT]``,
+    ``tasks``: any task source :class:`~pivot_envs.episodes.EpisodeEnv` takes (``bundled:DOMAIN[:SPLIT]``,
     a trajectory file, a list of trajectories; ``None``: ``domain``'s bundled ``split``). Each row has
     ``agent_name`` (:data:`EPISODE_AGENT_NAME`, so veRL runs the pivot-envs agent loop on it), ``prompt``
     (the messages the episode starts from: up to and including the first user message; the tools are

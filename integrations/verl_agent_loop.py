@@ -5,7 +5,7 @@ veRL 0.9 rolls out through agent loops (``verl/experimental/agent_loop``): for e
 ``run(sampling_params, **row)``, which talks to the rollout servers through ``server_manager.generate``
 (token ids in, token ids out) and returns an ``AgentLoopOutput``. :class:`PivotEpisodeAgentLoop`,
 registered as ``pivot_envs_episode`` with veRL's ``@register``, plays the row's task in its pivot-envs
-world (:class:`~pivot_envs.episode_env.EpisodeEnv`):
+world (:class:`~pivot_envs.episodes.EpisodeEnv`):
 
 1. the episode's start messages and the world's tools are rendered with veRL's Continuous Token builder
    (the tokenizer's chat template, as veRL's own ``ToolAgentLoop`` renders them);
@@ -49,7 +49,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from verl.utils.profiler import simple_timer
 
 from pivot_envs.agents.prompting import chat_messages, hermes_tools_block, template_text
-from pivot_envs.episode_env import DEFAULT_MAX_TURNS, EpisodeEnv
+from pivot_envs.episodes import DEFAULT_MAX_TURNS, EpisodeEnv
 from pivot_envs.integrations._common import pivot_from_json, prompt_config, rendered_prompt
 from pivot_envs.integrations.verl import EPISODE_AGENT_NAME, PIVOT_AGENT_NAME
 from pivot_envs.types import Message, Trajectory
@@ -75,7 +75,7 @@ class PivotEpisodeAgentLoop(AgentLoopBase):
         max_turns: the agent's assistant turns before the episode is truncated.
         score_turns: compute the per-turn rewards on the expert's path (``turn_scores`` in the output's
             extra fields); off by default: the reward is task success.
-        world: a world spec instead of the domain's (see :class:`~pivot_envs.episode_env.EpisodeEnv`).
+        world: a world spec instead of the domain's (see :class:`~pivot_envs.episodes.EpisodeEnv`).
     """
 
     def __init__(self, *args: Any, user: Any = "none", max_turns: int = DEFAULT_MAX_TURNS, score_turns: bool = False,
@@ -180,7 +180,7 @@ class PivotEpisodeAgentLoop(AgentLoopBase):
             "tool_calls": float(env.tool_calls),
             "tool_errors": float(env.tool_errors),
         }
-        out.extra_fields["turn_scores"] = list(env.turn_rewards) if self.score_turns else []
+        out.extra_fields["turn_scores"] = list(env.scorer.rewards) if self.score_turns else []
         out.extra_fields["tool_rewards"] = []
         return out
 

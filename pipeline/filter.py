@@ -127,11 +127,6 @@ def is_scored(pivot: Pivot) -> bool:
     return pivot.profile is not None and bool(pivot.profile.rewards) and not pivot.meta.get("profile_unscored")
 
 
-def in_adv(pivot: Pivot, min_var: float = 0.0, max_mean: float = 1.0) -> bool:
-    """The D_adv test: scored, ``var > min_var`` and ``mean < max_mean`` (both strict)."""
-    return is_scored(pivot) and pivot.profile.var > min_var and pivot.profile.mean < max_mean  # type: ignore[union-attr]
-
-
 def filter_pivots(pivots: Sequence[Pivot], config: FilterConfig | None = None) -> tuple[list[Pivot], FilterAudit]:
     """Apply the filter; returns the kept pivots (input order) and the audit. Inputs are not modified."""
     cfg = config or FilterConfig()

@@ -75,7 +75,7 @@ class Domain:
             ``None``: ``state`` + ``facts``.
         finish_tools: tool names whose call ends an episode (the built-in ``swe``: ``submit``).
         episode_env_id: gymnasium id of the domain's whole-task env
-            (:class:`pivot_envs.episode_env.EpisodeEnv`), registered when the domain has a ``world``;
+            (:class:`pivot_envs.episodes.EpisodeEnv`), registered when the domain has a ``world``;
             ``None``: derived from ``env_id`` (``pivot/ToolUse-v0`` -> ``pivot/ToolUse-Episode-v0``).
     """
 
@@ -138,7 +138,7 @@ def register_domain(domain: Domain, *, replace: bool = False) -> Domain:
     return domain
 
 
-EPISODE_ENTRY_POINT = "pivot_envs.episode_env:EpisodeEnv"
+EPISODE_ENTRY_POINT = "pivot_envs.episodes.env:EpisodeEnv"
 GENERIC_EPISODE_ENV_ID = "pivot/Episode-v0"
 """The episode env of any world: ``gymnasium.make(GENERIC_EPISODE_ENV_ID, world=SPEC, tasks=...)``."""
 

@@ -4,7 +4,7 @@ Rules (:data:`RULES`):
 
 ``state``
     The world's digest at the end equals the digest the expert trajectory reached (its tool calls
-    replayed in a fresh world: :func:`pivot_envs.episode_env.expert_outcome`).
+    replayed in a fresh world: :func:`pivot_envs.episodes.expert_outcome`).
 ``facts``
     Only for *information* tasks, those where the expert changed no state (start digest == expert
     digest): the agent told the user the facts the expert told. A **fact** is a value that the
@@ -70,15 +70,7 @@ from typing import Any, Iterable, Sequence
 
 from pivot_envs.actions import parse_action
 from pivot_envs.domains import find_domain
-from pivot_envs.facts import (  # noqa: F401  (re-exported: the facts rule's functions)
-    agent_answer,
-    answer_facts,
-    calls_made,
-    expert_facts,
-    facts_given,
-    tool_values,
-    typed_values,
-)
+from pivot_envs.facts import agent_answer, calls_made, expert_facts, facts_given, typed_values
 from pivot_envs.registry import Registry
 from pivot_envs.types import Message, Pivot, Trajectory, content_text
 from pivot_envs.verifiers import build_verifier

@@ -13,7 +13,7 @@ Faces:
   ``GET /sessions``, ``DELETE /sessions/{id}``;
 * OpenEnv (:mod:`pivot_envs.serve.openenv`): every env under ``/openenv/NAME`` (``/reset``, ``/step``,
   ``/state``, ``/schema``, ``/metadata``, ``/health``, ``/mcp``, ``WS /ws``, ``/openapi.json``); ``GET /openenv``;
-* rollouts as a service, when :mod:`pivot_envs.serve.rollouts` exists (its ``build_router(state)``);
+* rollouts as a service, :mod:`pivot_envs.serve.rollouts` (its ``build_router(state)``);
 * with ``policy``: the harness endpoint (:mod:`pivot_envs.serve.harness`, :mod:`pivot_envs.harness`):
   ``POST /harness/rollouts`` opens a rollout with its own OpenAI-compatible ``base_url`` and its world over MCP
   (``mcp_url``); without it, the harness routes answer 404 saying how to turn it on.
@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import importlib.util
 import json
 import os
 import threading
@@ -47,7 +45,7 @@ from pydantic import BaseModel, ConfigDict
 
 import pivot_envs
 from pivot_envs.domains import all_domains, get_domain
-from pivot_envs.serve import nemo_gym, openenv
+from pivot_envs.serve import nemo_gym, openenv, rollouts
 from pivot_envs.serve.auth import ApiKeyMiddleware
 from pivot_envs.serve.gym_http import SessionError, SessionStore
 from pivot_envs.serve.harness_off import include_off_notice
@@ -55,7 +53,6 @@ from pivot_envs.verifiers.batch import VerifierResolver
 
 CONFIG_ENV = "PIVOT_ENVS_SERVE_CONFIG"
 """Environment variable carrying create_app's arguments (JSON) to the workers of ``--workers N``."""
-ROLLOUTS_MODULE = "pivot_envs.serve.rollouts"
 VERIFY_THREADS = 40
 """Worker threads of :class:`VerifyFastPath` (per process): anyio's default for FastAPI's threadpool."""
 
@@ -250,7 +247,7 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
             rewards (``None``: each pivot's domain default).
         session_ttl_s: idle seconds after which a gym session is closed.
         max_sessions: the most live gym sessions.
-        include_rollouts: mount :mod:`pivot_envs.serve.rollouts` when it exists.
+        include_rollouts: mount :mod:`pivot_envs.serve.rollouts`.
         fast_verify: answer ``POST /verify`` and ``/verify_batch`` by :class:`VerifyFastPath` (the same
             bytes as the FastAPI routes, with less work per request); ``False``: by the FastAPI routes.
         policy: an agent spec: serve the harness endpoint (``/harness/rollouts``) with this policy answering
@@ -400,10 +397,9 @@ def create_app(domains: list[str] | None = None, verifier: Any = None, *, sessio
     else:
         include_off_notice(app)
 
-    # ---- rollouts as a service (another module; mounted when present)
-    if include_rollouts and importlib.util.find_spec(ROLLOUTS_MODULE) is not None:
-        module = importlib.import_module(ROLLOUTS_MODULE)
-        router = module.build_router(state)
+    # ---- rollouts as a service (another module)
+    if include_rollouts:
+        router = rollouts.build_router(state)
         app.state.rollouts = getattr(router, "service", None)
         app.include_router(router)
 

@@ -29,7 +29,7 @@ is the verifier's for a pivot env (one step, then ``done``) and the episode step
 
 Per-turn rewards of episode envs: every step's ``metadata`` carries the env's ``turn_reward`` (the
 verifier's reward for the turn while the episode is on the expert's path, else ``null``; see
-:mod:`pivot_envs.episode_env`), ``turn_reward_error`` and ``on_path``. The step ``reward`` stays task
+:mod:`pivot_envs.episodes`), ``turn_reward_error`` and ``on_path``. The step ``reward`` stays task
 success by default (``reward_mode: "success"``): OpenEnv consumers (TRL's rollout functions, the
 OpenEnv examples) read ``reward`` as the environment's return and sum or take the last, so a dense
 signal there would change what a success means. ``POST /reset {"reward_mode": "turn"}`` switches that

@@ -52,7 +52,6 @@ from pivot_envs.verifiers.batch import VerifierResolver, verify_batch
 
 STATUSES = ("queued", "running", "done", "cancelled", "failed")
 FINISHED = ("done", "cancelled", "failed")
-SAMPLING_KEYS = {"temperature", "top_p", "max_tokens", "max_new_tokens", "tool_calls_as_text", "send_tools", "logprobs"}
 
 
 class RequestError(ValueError):

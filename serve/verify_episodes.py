@@ -13,7 +13,7 @@ action and holds only these types.
 
 Each assistant turn of the response is scored against the expert's turn at the same position, at
 that turn's pivot (the row's context plus the expert's turns and what came back to them before it),
-while the response is **on the expert's path**, as in :mod:`pivot_envs.episode_env`: every earlier
+while the response is **on the expert's path**, as in :mod:`pivot_envs.episodes`: every earlier
 turn scored 1.0 (and passed) and what came back after it equals what came back to the expert (the
 same tool outputs, in any order within the turn, call ids aside; the same user messages). The answer
 gains:
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pivot_envs.actions import parse_action
-from pivot_envs.episode_env import same_observations
+from pivot_envs.episodes import same_observations
 from pivot_envs.formats.responses import (ITEM_TYPES, content_from_parts, input_to_messages, message_to_expected,
                                           output_text)
 from pivot_envs.jsonl import BadRowError

@@ -31,7 +31,7 @@ def test_agents_of_one_block_share_one_engine(terminal_base):
 
 
 def test_pivots_probes_and_tasks_evaluated_on_vllm(terminal_base, tmp_path):
-    from pivot_envs.episode_env import resolve_tasks
+    from pivot_envs.episodes import resolve_tasks
     from pivot_envs.experiments.few_shot_probes import few_shot_probe_set
 
     pivots = tmp_path / "pivots.jsonl"

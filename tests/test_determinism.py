@@ -94,7 +94,7 @@ def test_pivotrl_runs_repeat_bitwise_and_a_resumed_run_equals_them(tmp_path):
 def test_e2e_runs_repeat_bitwise_and_a_resumed_run_equals_them(tmp_path, bwrap_ok):
     from tests.test_episode_rl import TASK
     from pivot_envs.agents.prompting import action_target
-    from pivot_envs.episode_env import resolve_tasks
+    from pivot_envs.episodes import resolve_tasks
     from pivot_envs.jsonl import write_jsonl
     from pivot_envs.models.tiny import build_tiny_model
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pivot_envs.agents.baselines import ReplayAgent
-from pivot_envs.episode_env import EpisodeEnv, resolve_tasks
+from pivot_envs.episodes import EpisodeEnv, resolve_tasks
 from pivot_envs.trainers.episode_rollouts import ArpoRule, Rollout, RolloutPlan, Turn, play_groups
 from pivot_envs.trainers.episode_rl import EpisodeRLConfig, turn_rows
 from pivot_envs.agents.base import Completion

@@ -22,7 +22,8 @@ from pivot_envs.agents import build_agent
 from pivot_envs.domains import Domain, register_domain
 from pivot_envs.envs_data import load_trajectories
 from pivot_envs.episodes import EpisodeEnv, ExpertOutcomes, SuccessPolicy, episode_starts, run_episodes, summarize_rows
-from pivot_envs.success import answer_correct, calls_made, expert_facts, facts_given, typed_values
+from pivot_envs.facts import calls_made, expert_facts, facts_given, typed_values
+from pivot_envs.success import answer_correct
 from pivot_envs.users import LLMUser, ScriptedUser, build_user, parse_user_spec
 from pivot_envs.worlds import World, WorldError
 
@@ -218,7 +219,7 @@ def test_generic_episode_env_takes_a_world_and_a_task_file(tmp_path):
     env = gymnasium.make("pivot_envs:pivot/Episode-v0", world="tool_use", tasks=str(path)).unwrapped
     assert env.domain_name == "tool_use" and len(env.tasks) == sum(t.reward == 1.0 for t in trajs)
     no_domain = EpisodeEnv(tasks=[t.to_dict() for t in trajs], world={"name": "tool_use"})
-    assert no_domain.domain_name == "" and no_domain.rules == ("state", "facts")
+    assert no_domain.domain_name == "" and no_domain.success_policy.rules == ("state", "facts")
     rows = run_episodes(lambda: EpisodeEnv(tasks=trajs, world={"name": "tool_use"}), episode_starts(no_domain), "replay")
     assert all(r["success"] for r in rows)
     with pytest.raises(ValueError, match=r"no tasks \(1 trajectories given\)"):
@@ -275,12 +276,12 @@ def test_the_expert_outcome_cache_is_bounded_and_drops_the_least_recently_used()
 
 def test_the_success_policy_is_one_object_and_the_old_keywords_build_it():
     default = EpisodeEnv(domain="tool_use", split="test")
-    assert default.success_policy == SuccessPolicy(("state", "facts"), 1.0) and default.rules == ("state", "facts")
+    assert default.success_policy == SuccessPolicy(("state", "facts"), 1.0) and default.success_policy.rules == ("state", "facts")
     policy = SuccessPolicy(("state",), min_fact_recall=0.5)
     for env in (EpisodeEnv(domain="tool_use", split="test", success_rules=["state"], min_fact_recall=0.5),
                 EpisodeEnv(domain="tool_use", split="test", success_policy=policy),
                 EpisodeEnv(domain="tool_use", split="test", success_policy={"rules": ["state"], "min_fact_recall": 0.5})):
-        assert env.success_policy == policy and (env.rules, env.min_fact_recall) == (("state",), 0.5)
+        assert env.success_policy == policy and (env.success_policy.rules, env.success_policy.min_fact_recall) == (("state",), 0.5)
         task = next(t for t in env.tasks if t.meta["task"] == "cancel_order")
         env.reset(options={"task_id": task.id})
         while not env.done:
@@ -299,15 +300,15 @@ def test_the_success_policy_is_one_object_and_the_old_keywords_build_it():
         SuccessPolicy.build({"rule": ["state"]}, "tool_use")
 
 
-def test_the_old_module_and_the_env_ids_lead_to_the_sub_package():
-    from pivot_envs import episode_env, episodes
-    from pivot_envs.episodes import env as env_module, runner, tasks
+def test_the_env_ids_lead_to_the_env_module():
+    from pivot_envs.episodes import env as env_module
 
-    assert episode_env.EpisodeEnv is env_module.EpisodeEnv is episodes.EpisodeEnv
-    assert (episode_env.run_episodes, episode_env.resolve_tasks) == (runner.run_episodes, tasks.resolve_tasks)
-    assert all(hasattr(episode_env, name) for name in episode_env.__all__)
-    assert set(episode_env.__all__) == set(episodes.__all__)
+    for env_id in ("pivot/Episode-v0", "pivot/ToolUse-Episode-v0"):
+        assert gymnasium.registry[env_id].entry_point == "pivot_envs.episodes.env:EpisodeEnv"
     env = gymnasium.make("pivot/Episode-v0", world="tool_use", tasks="bundled:tool_use:test")
+    assert type(env.unwrapped) is env_module.EpisodeEnv and env.unwrapped.domain_name == "tool_use"
+    env.close()
+    env = gymnasium.make("pivot/ToolUse-Episode-v0", split="test")
     assert type(env.unwrapped) is env_module.EpisodeEnv and env.unwrapped.domain_name == "tool_use"
     env.close()
 

@@ -10,7 +10,7 @@ import pytest
 from pivot_envs.domains import Domain, get_domain, register_domain
 from pivot_envs.envs_data import load_pivots, load_trajectories
 from pivot_envs.pipeline.extract import extract_pivots
-from pivot_envs.success import answer_facts
+from pivot_envs.facts import answer_facts
 from pivot_envs.types import Pivot, Trajectory, content_text
 from pivot_envs.verifiers import build_verifier
 

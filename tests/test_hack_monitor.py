@@ -226,7 +226,7 @@ def test_episode_rows_carry_the_shares_of_the_judged_turns(tmp_path, monkeypatch
     those of the turns the env judged (each turn counted once; a branch's shared turns not again)."""
     pytest.importorskip("torch")
     from pivot_envs.agents.prompting import action_target
-    from pivot_envs.episode_env import resolve_tasks
+    from pivot_envs.episodes import resolve_tasks
     from pivot_envs.jsonl import write_jsonl
     from pivot_envs.models.tiny import build_tiny_model
     from pivot_envs.pipeline.extract import extract_pivots

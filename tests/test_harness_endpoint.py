@@ -22,7 +22,7 @@ import httpx  # noqa: E402
 
 from tests.conftest import ROOT, scaled  # noqa: E402
 from pivot_envs.agents.spec import build_agent  # noqa: E402
-from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
+from pivot_envs.episodes import EpisodeEnv  # noqa: E402
 from pivot_envs.formats import read_trajectories  # noqa: E402
 from pivot_envs.formats.atif import trajectories_from_atif  # noqa: E402
 from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots  # noqa: E402

@@ -24,7 +24,7 @@ from tests.conftest import ROOT, scaled  # noqa: E402
 from tests.servers import control, start_fake_openai  # noqa: E402
 from pivot_envs.agents.spec import build_agent  # noqa: E402
 from pivot_envs.cli import app  # noqa: E402
-from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
+from pivot_envs.episodes import EpisodeEnv  # noqa: E402
 from pivot_envs.harness.envs import EpisodeEnvs  # noqa: E402
 from pivot_envs.harness.export import write_rollouts  # noqa: E402
 from pivot_envs.harness.http import HarnessEndpoint, HarnessServer  # noqa: E402

@@ -168,7 +168,7 @@ EPISODE_TASKS = ("search-0-3", "search-0-10")
 
 
 def _episode_tasks():
-    from pivot_envs.episode_env import resolve_tasks
+    from pivot_envs.episodes import resolve_tasks
 
     by_id = {t.id: t for t in resolve_tasks(None, domain="search", split="train")}
     return [by_id[i] for i in EPISODE_TASKS]
@@ -277,7 +277,7 @@ def test_grpo_trainer_plays_episodes_with_environment_factory(episode_model, tmp
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
 
-    from pivot_envs.episode_env import EpisodeEnv
+    from pivot_envs.episodes import EpisodeEnv
 
     tasks = _episode_tasks()
     factory = episode_environment_factory(tasks, domain="search")

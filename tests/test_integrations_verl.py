@@ -56,7 +56,7 @@ def model_dir(tmp_path_factory, verl):
     config. No weights: nothing here runs the model."""
     from transformers import LlamaConfig
 
-    from pivot_envs.episode_env import resolve_tasks
+    from pivot_envs.episodes import resolve_tasks
     from pivot_envs.models.tiny import train_tokenizer
 
     out = tmp_path_factory.mktemp("verl_model")
@@ -146,7 +146,7 @@ def test_export_has_verls_rl_layout_and_compute_score_scores_it(tmp_path):
 
 
 def test_episode_rows_carry_their_task(tmp_path):
-    from pivot_envs.episode_env import resolve_tasks
+    from pivot_envs.episodes import resolve_tasks
 
     tasks = resolve_tasks("bundled:search:test", domain="search")[:3]
     out = tmp_path / "episodes.parquet"
@@ -263,7 +263,7 @@ def test_verls_agent_loop_worker_plays_episodes_scored_by_task_success(verl, mod
     from transformers import AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, _agent_loop_registry
 
-    from pivot_envs.episode_env import resolve_tasks
+    from pivot_envs.episodes import resolve_tasks
 
     passing, failing = resolve_tasks("bundled:search:test", domain="search")[:2]
     parquet = tmp_path / "episodes.parquet"

@@ -1,8 +1,8 @@
 """The import contracts of ``.importlinter`` hold, on the package as a normal install lays it out.
 
-``pyproject.toml`` maps top-level folders (``verifiers/``, ``trainers/``, ...) onto ``pivot_envs.*``. An
-editable install resolves them through an import hook that import-linter's graph builder does not follow, so
-this test copies the sources into the layout a wheel has (``pivot_envs/verifiers/...``) and runs
+The founding top-level folders (``verifiers/``, ``trainers/``, ...) reach the package through symlinks
+(``pivot_envs/verifiers -> ../verifiers``), which import-linter's graph builder does not follow, so this test
+copies the sources into the layout a wheel has (``pivot_envs/verifiers/...``, real files) and runs
 ``lint-imports`` on that copy. Imports inside functions count: the graph sees every import statement.
 """
 
@@ -12,10 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 from pathlib import Path
 
 import pytest
@@ -27,12 +23,14 @@ CONTRACTS = ROOT / ".importlinter"
 def installed_layout(dest: Path) -> Path:
     """The Python sources of the package, copied where ``pip install .`` puts them; returns the folder to
     put on ``sys.path``."""
-    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    for package, folder in sorted(package_dir.items(), key=lambda kv: kv[0].count(".")):
-        target = dest.joinpath(*package.split("."))
-        shutil.copytree(ROOT / folder, target, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.jsonl*", "*.safetensors"))
+    shutil.copytree(ROOT / "pivot_envs", dest / "pivot_envs", symlinks=False,  # the linked folders' files
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.jsonl*", "*.safetensors"))
     return dest
+
+
+def sub_packages() -> list[str]:
+    """The package's direct sub-packages (folders with an ``__init__.py``, linked ones included)."""
+    return sorted(f"pivot_envs.{p.name}" for p in (ROOT / "pivot_envs").iterdir() if (p / "__init__.py").is_file())
 
 
 def lint(site: Path) -> subprocess.CompletedProcess:
@@ -67,13 +65,14 @@ def test_an_import_inside_a_function_that_breaks_a_contract_is_caught(site, tmp_
 def test_python_started_in_the_repository_root_imports_every_sub_package_after_a_normal_install(site):
     """After ``pip install .`` the in-tree ``pivot_envs/`` shadows the installed package for Python started in
     the repository root (the current folder comes first on ``sys.path``); its sub-packages that live in
-    top-level folders must still import. ``-S`` leaves out the editable install's import hook: only the
-    wheel-layout copy (``site``) and the dependencies are on the path."""
+    top-level folders import through the symlinks, and ``python -m pivot_envs.cli --help`` runs. ``-S``
+    leaves out the editable install: only the wheel-layout copy (``site``) and the dependencies are on the
+    path."""
     import sysconfig
 
     deps = sysconfig.get_paths()["purelib"]
-    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    names = sorted(p for p in package_dir if p.count(".") == 1)
+    names = sub_packages()
+    assert {"pivot_envs.verifiers", "pivot_envs.trainers", "pivot_envs.cli"} <= set(names), names
     code = ("import importlib, pivot_envs\n"
             f"for name in {names!r}:\n"
             "    module = importlib.import_module(name)\n"
@@ -84,6 +83,9 @@ def test_python_started_in_the_repository_root_imports_every_sub_package_after_a
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == str(ROOT / "pivot_envs" / "__init__.py")  # the in-tree package, as Python finds it
+    cli = subprocess.run([sys.executable, "-S", "-m", "pivot_envs.cli", "--help"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0 and "Usage" in cli.stdout, cli.stdout + cli.stderr
 
 
 def test_the_harness_package_sits_below_the_trainers_and_the_service(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("mcp.server.mcpserver")
 
 from tests.conftest import ROOT  # noqa: E402
-from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
+from pivot_envs.episodes import EpisodeEnv  # noqa: E402
 from pivot_envs.types import Trajectory  # noqa: E402
 from pivot_envs.worlds import WorldTask, build_world  # noqa: E402
 

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("fastmcp")
 
 from tests.conftest import ROOT  # noqa: E402
-from pivot_envs.episode_env import EpisodeEnv  # noqa: E402
+from pivot_envs.episodes import EpisodeEnv  # noqa: E402
 from pivot_envs.types import Trajectory  # noqa: E402
 from pivot_envs.worlds import WorldTask, build_world  # noqa: E402
 from pivot_envs.worlds.mcp_results import as_sent, same_as_sent  # noqa: E402

@@ -159,7 +159,8 @@ def test_the_example_configs_resolve_to_their_trainers_configs():
     algorithm, cfg, train = resolve_train_config(EXAMPLES / "train_sft_tiny.yaml", ["steps=7", "lr=3e-3"])
     assert algorithm == "sft" and isinstance(cfg, SFTConfig) and train.__name__ == "train_sft"
     assert (cfg.steps, cfg.lr, cfg.batch_size, cfg.pivots) == (7, 3e-3, 8, "out/pivots-tool_use.jsonl")
-    pivotrl = pytest.importorskip("pivot_envs.trainers.pivotrl")
+    from pivot_envs.trainers import pivotrl
+
     algorithm, rl, train = resolve_train_config(EXAMPLES / "train_pivotrl_tiny.yaml", ["beta=0.05", "group_size=4"])
     assert algorithm == "pivotrl" and isinstance(rl, pivotrl.PivotRLConfig) and train is pivotrl.train_pivotrl
     assert (rl.beta, rl.group_size, rl.lr, rl.pivots) == (0.05, 4, 1e-3, cfg.pivots)  # same pivots as the SFT arm
@@ -308,7 +309,6 @@ def test_train_sft_from_the_example_config_end_to_end(cli, tiny, tmp_path):
 
 
 def test_train_pivotrl_from_the_example_config_end_to_end(cli, tiny, tmp_path):
-    pytest.importorskip("pivot_envs.trainers.pivotrl")
     out = tmp_path / "rl"
     result = cli("train", "--config", EXAMPLES / "train_pivotrl_tiny.yaml", "--set", f"model={tiny.base}",
                  "--set", f"pivots={tiny.pivots_path}", "--set", "domain=search", "--set", f"output_dir={out}",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import pivot_envs  # noqa: F401  (registers the env ids)
-from pivot_envs.episode_env import EpisodeEnv
+from pivot_envs.episodes import EpisodeEnv
 from pivot_envs.types import Pivot, VerifyResult
 from pivot_envs.verifiers import Verifier, build_verifier
 
@@ -76,10 +76,10 @@ def test_replaying_the_expert_scores_one_at_every_turn(domain):
     for task in env.tasks[:TASKS_PER_DOMAIN]:
         infos = replay(env, {"task_id": task.id})
         assert infos[-1]["success"] is True and infos[-1]["error"] is None
-        assert [i["turn_reward"] for i in infos] == [1.0] * len(infos) == env.turn_rewards, task.id
+        assert [i["turn_reward"] for i in infos] == [1.0] * len(infos) == env.scorer.rewards, task.id
         assert all(i["turn_reward_error"] is None and i["on_path"] is True for i in infos)
         assert len(infos) == env.expert_turns == sum(m["role"] == "assistant" for m in task.messages)
-        assert env.episode_row()["turn_rewards"] == env.turn_rewards
+        assert env.episode_row()["turn_rewards"] == env.scorer.rewards
         answers += not [m for m in task.messages if m["role"] == "assistant"][-1].get("tool_calls")
     assert answers == (0 if domain == "swe" else TASKS_PER_DOMAIN)  # the answer turns scored 1.0 too (final_turn)
 
@@ -97,8 +97,8 @@ def test_a_wrong_first_call_scores_zero_then_none(domain):
     while not env.done and (action := env.recorded_action()) is not None:  # the expert's actions, too late
         _, _, _, _, info = env.step(action)
         assert info["turn_reward"] is None and info["on_path"] is False
-    assert env.turn_rewards[0] == 0.0 and env.turn_rewards[1:] == [None] * (len(env.turn_rewards) - 1)
-    assert len(env.turn_rewards) > 1 and env.turn_reward_errors == []
+    assert env.scorer.rewards[0] == 0.0 and env.scorer.rewards[1:] == [None] * (len(env.scorer.rewards) - 1)
+    assert len(env.scorer.rewards) > 1 and env.scorer.errors == []
 
 
 def test_an_equivalent_action_stays_on_the_path_and_other_results_leave_it():
@@ -164,13 +164,13 @@ def test_a_verifier_failure_is_none_with_the_error_never_a_zero():
     assert infos[0]["turn_reward"] == 1.0 and infos[0]["turn_reward_error"] is None
     assert infos[1]["turn_reward"] is None and "the judge is down" in infos[1]["turn_reward_error"]
     assert all(i["turn_reward"] is None and i["turn_reward_error"] is None for i in infos[2:])
-    assert flaky.turn_reward_errors == [infos[1]["turn_reward_error"]] and infos[-1]["success"] is True
+    assert flaky.scorer.errors == [infos[1]["turn_reward_error"]] and infos[-1]["success"] is True
 
 
 def test_score_turns_false_skips_the_verifier():
     env = EpisodeEnv(domain="search", split="test", score_turns=False)
     infos = replay(env, {"index": 0})
-    assert env.turn_verifier is None and infos[-1]["success"] is True
+    assert env.scorer.verifier is None and infos[-1]["success"] is True
     assert all(i["turn_reward"] is None and i["on_path"] is None for i in infos)
 
 

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 import pivot_envs  # noqa: F401  (registers the env ids)
 from pivot_envs import Domain, domains, success
 from pivot_envs.cli import app
-from pivot_envs.episode_env import EpisodeEnv
+from pivot_envs.episodes import EpisodeEnv
 from pivot_envs.verifiers import build_verifier
 from pivot_envs.verifiers.rows import row_verifier_spec
 from pivot_envs.worlds import (WORLDS, ToolResult, World, build_world, describe_world_spec, register_world, registry,
@@ -299,7 +299,7 @@ def test_the_domains_own_success_rule_decides_with_the_built_in_ones(tasks):
     """The plugin rule fails an episode that reaches the expert's state but answers without the count; an
     unknown rule name is refused when the env is made, naming the registered ones."""
     env = gymnasium.make(f"pivot_envs:{EPISODE_ENV_ID}", tasks=str(tasks)).unwrapped
-    assert env.rules == ("state", "facts", "stock_reported")  # the domain's
+    assert env.success_policy.rules == ("state", "facts", "stock_reported")  # the domain's
     env.reset(options={"index": 0})  # 2 apples, add 3: the expert says "Done: we now have 5 apples."
     env.step(env.recorded_action())  # the expert's add_stock call
     _, _, _, _, info = env.step("Done.")

@@ -178,7 +178,7 @@ def test_lora_policy_reaches_the_engine_merged(llm, model_dir, pivots, tmp_path)
 def test_repeated_pivots_in_one_call_and_repeated_episodes_are_sampled_apart(llm, model_dir):
     """The rollouts of one task in a group share their first pivot, and evaluation repeats replay a task: each
     must be its own sample, not one sample copied (a flat group, a pass@1 over one sample)."""
-    from pivot_envs.episode_env import EpisodeEnv, episode_starts, repeated, run_episodes
+    from pivot_envs.episodes import EpisodeEnv, episode_starts, repeated, run_episodes
 
     agent = VLLMAgent(str(model_dir), llm=llm, dtype="float32", max_new_tokens=24)
     pivot = resolve_pivots(None, domain="terminal", split="test")[0]

@@ -158,7 +158,7 @@ def test_retail_reader_labels_retail_and_reads_tau2_sources(retail_trajs, tmp_pa
 @needs_retail
 @pytest.mark.slow
 def test_retail_tasks_replay_to_success_and_two_passes_agree(retail_trajs):
-    from pivot_envs.episode_env import EpisodeEnv
+    from pivot_envs.episodes import EpisodeEnv
 
     def play(order, agent):
         env = EpisodeEnv(tasks=retail_trajs, world="tau2-retail", score_turns=False)

@@ -10,7 +10,7 @@
 
 Beside PivotRL (one turn at a pivot, scored by a verifier), this trains where the paper's
 efficiency claim compares against: rollouts of WHOLE tasks from their start in the domain's world
-(:class:`pivot_envs.episode_env.EpisodeEnv`), rewarded by task success at the end.
+(:class:`pivot_envs.episodes.EpisodeEnv`), rewarded by task success at the end.
 
 One step::
 
@@ -65,7 +65,7 @@ from typing import Any, Callable, Sequence
 from pivot_envs.agents.hf import HFAgent
 from pivot_envs.config import ConfigError
 from pivot_envs.domains import get_domain
-from pivot_envs.episode_env import EpisodeEnv, resolve_tasks
+from pivot_envs.episodes import EpisodeEnv, resolve_tasks
 from pivot_envs.episodes.turns import turn_verifier
 from pivot_envs.trainers.advantage import AdvantageInputs, AdvantagePolicy, turn_mean, zero_variance
 from pivot_envs.trainers.config import PolicyConfig

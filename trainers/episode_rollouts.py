@@ -8,7 +8,7 @@
     groups[i][j].success, groups[i][j].turns[t].completion.token_ids, stats.rollout_turns
 
 A **rollout** is one episode of a task played by the policy in the task's world
-(:class:`pivot_envs.episode_env.EpisodeEnv`): every assistant turn keeps the prompt token ids the
+(:class:`pivot_envs.episodes.EpisodeEnv`): every assistant turn keeps the prompt token ids the
 sampler saw and the sampled completion (its token ids are what the loss is taken over; tool results
 and user replies are only ever in later prompts, so they are masked by construction). The episode's
 reward is task success. All live rollouts advance together: each round is ONE ``agent.sample`` call
@@ -210,7 +210,7 @@ def play_groups(
     """Play ``plan.group_size`` rollouts of every task (see the module docstring).
 
     Args:
-        make_env: a new :class:`~pivot_envs.episode_env.EpisodeEnv` that knows every task of ``tasks``.
+        make_env: a new :class:`~pivot_envs.episodes.EpisodeEnv` that knows every task of ``tasks``.
         agent: ``agent.sample(pivots, n, seed=...)`` returning completions with ``token_ids``.
         tasks: the tasks of this call (one group each).
         encode: pivot -> prompt token ids (default: the ``hf`` agent's own encoding).
@@ -395,8 +395,9 @@ def _step(r: Rollout, turn: Turn) -> None:
         return
     before = env.tool_calls
     env.step(turn.completion.action if turn.completion.action is not None else turn.completion.text)
-    turn.reward = getattr(env, "turn_reward", None)
-    turn.verdict = getattr(getattr(env, "scorer", None), "verdict", None)
+    scorer = getattr(env, "scorer", None)
+    turn.reward = getattr(scorer, "reward", None)
+    turn.verdict = getattr(scorer, "verdict", None)
     r.tool_calls += env.tool_calls - before
     if env.done:
         r.done = True

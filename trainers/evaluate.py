@@ -21,7 +21,7 @@ What is measured, per domain of the pivots and over all of them:
   the fixed OOD probe set (:func:`~pivot_envs.envs_data.probes.probe_eval_set`): the
   forgetting measure;
 * ``episodes`` (with ``episodes=``): task success of whole episodes played greedily in each
-  domain's world (:class:`pivot_envs.episode_env.EpisodeEnv`, scripted user by default), beside
+  domain's world (:class:`pivot_envs.episodes.EpisodeEnv`, scripted user by default), beside
   the per-turn accuracy: ``domains[d]["episodes"]`` and ``overall["episodes"]`` =
   ``{"episodes", "success", "errors", "truncated", "turns_mean", "tool_calls_mean"}``.
 
@@ -41,7 +41,7 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.agents.hf import HFAgent
 from pivot_envs.envs_data.probes import probe_eval_set, score_probe
-from pivot_envs.episode_env import (EpisodeEnv, bundled_domain, episode_starts, repeated, resolve_tasks, run_episodes,
+from pivot_envs.episodes import (EpisodeEnv, bundled_domain, episode_starts, repeated, resolve_tasks, run_episodes,
                                     summarize_rows)
 from pivot_envs.pipeline.profile import Scorer
 from pivot_envs.sources import resolve_pivots

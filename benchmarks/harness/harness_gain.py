@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.agents.spec import build_agent
 from pivot_envs.envs_data import generator
-from pivot_envs.episode_env import EpisodeEnv, resolve_tasks
+from pivot_envs.episodes import EpisodeEnv, resolve_tasks
 from pivot_envs.experiments.stats import drop_missing, paired_bootstrap, pass_at_1
 from pivot_envs.experiments.task_keys import fresh_tasks, request_key
 from pivot_envs.formats import write_trajectories

@@ -2,7 +2,7 @@
 
     python benchmarks/house/imports_in_functions.py
 
-Walks every function body of the package's folders (pyproject's package-dir) with ``ast`` and prints one row per
+Walks every function body of the package's folders (``pivot_envs/`` and the folders linked into it) with ``ast`` and prints one row per
 file that has such an import, then the total. An import in a nested function is counted once.
 """
 
@@ -10,11 +10,6 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,8 +29,9 @@ def count(path: Path) -> set[int]:
 
 
 def main() -> None:
-    folders = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values())
-    files = {p for folder in folders for p in (ROOT / folder).rglob("*.py")}  # folders may nest: a set
+    package = ROOT / "pivot_envs"
+    folders = [package, *(p.resolve() for p in package.iterdir() if p.is_symlink())]  # rglob skips the links
+    files = {p for folder in folders for p in folder.rglob("*.py")}
     found = {str(p.relative_to(ROOT)): lines for p in files if (lines := count(p))}
     print("| file | imports in functions | lines |\n|---|---|---|")
     for name, lines in sorted(found.items()):

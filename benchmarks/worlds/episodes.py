@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pivot_envs import parse_action
-from pivot_envs.episode_env import EpisodeEnv, episode_starts, run_episodes
+from pivot_envs.episodes import EpisodeEnv, episode_starts, run_episodes
 from pivot_envs.sources import resolve_pivots
 from pivot_envs.verifiers import build_verifier
 from pivot_envs.worlds import build_world
@@ -72,7 +72,7 @@ def step_overhead(domain: str, max_steps: int = 120) -> dict[str, Any]:
     for start in episode_starts(env)[:20]:
         env.reset(options=start.options())
         task = env.unwrapped.task
-        from pivot_envs.episode_env import world_task
+        from pivot_envs.episodes import world_task
 
         world.start(world_task(task, domain))
         while len(step_times) < max_steps:

@@ -1,7 +1,7 @@
 """Replays flagged on MCP servers the project has never seen: are list results read as they were recorded?
 
 A replay (``pivot-envs play --agent replay``) plays a task's recorded actions back and compares every tool result
-with the recorded one (:meth:`pivot_envs.episode_env.EpisodeEnv.replay_check`). A replay in a world in the right
+with the recorded one (:meth:`pivot_envs.episodes.EpisodeEnv.replay_check`). A replay in a world in the right
 state should never be flagged; here every world starts in the recorded state, so every flagged replay is a false
 alarm (issue 48, item 10: an empty list recorded as ``[]`` and replayed as ``''``, a list of objects recorded as a
 JSON array and replayed as separate blocks).
@@ -115,7 +115,7 @@ def _fill(trajectories: list[Any], recorded: list[list[list[Any]]]) -> None:
 
 def replay(tasks: list[Any], world: dict[str, Any], passes: int) -> dict[str, Any]:
     """Every task replayed ``passes`` times (odd passes in reverse order); what the replay check flagged."""
-    from pivot_envs.episode_env import EpisodeEnv, EpisodeStart, run_episodes
+    from pivot_envs.episodes import EpisodeEnv, EpisodeStart, run_episodes
 
     def make() -> EpisodeEnv:
         return EpisodeEnv(tasks=tasks, world=world, user="none", score_turns=False, success_rules=["state"])

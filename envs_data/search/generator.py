@@ -227,10 +227,6 @@ _OPEN_THOUGHTS = ["The first result is the right document; let me open it.", "Op
                   "That looks like the right page. Let me read it."]
 
 
-def _cap(text: str) -> str:
-    return text[0].upper() + text[1:]
-
-
 def _aliases(entity: Entity) -> list[str]:
     n = entity.name
     if entity.kind == "river":

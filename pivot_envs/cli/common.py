@@ -29,7 +29,7 @@ from rich.text import Text
 
 from pivot_envs.config import ConfigError, read_config_file
 from pivot_envs.worlds import build_world, world_factory, world_names
-from pivot_envs.worlds.tau2 import preset_for_command
+from pivot_envs.worlds.tau2_servers import preset_for_command
 
 console = Console()
 err_console = Console(stderr=True)

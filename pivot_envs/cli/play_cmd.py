@@ -53,7 +53,7 @@ from pivot_envs.agents import build_agent
 from pivot_envs.cli.common import WORLD_HELP, console, err_console, fail, progress, user_errors, world_option
 from pivot_envs.domains import (EPISODE_ENTRY_POINT, GENERIC_EPISODE_ENV_ID, broken_plugins_note, domain_names,
                                 get_domain)
-from pivot_envs.episode_env import (EpisodeEnv, bundled_domain, episode_starts, resolve_tasks, run_episodes,
+from pivot_envs.episodes import (EpisodeEnv, bundled_domain, episode_starts, resolve_tasks, run_episodes,
                                     summarize_rows)
 from pivot_envs.formats.tau2_tasks import DOMAINS
 from pivot_envs.jsonl import iter_json_lines

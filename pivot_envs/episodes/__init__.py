@@ -11,7 +11,7 @@ One module per concept:
 * :mod:`~pivot_envs.episodes.turns`: the per-turn rewards on the expert's path (:class:`TurnScorer`);
 * :mod:`~pivot_envs.episodes.runner`: batched play (:func:`run_episodes`, ``pivot-envs play``).
 
-``pivot_envs.episode_env`` re-exports these names.
+The package re-exports their public names.
 """
 
 from pivot_envs.episodes.env import (DEFAULT_MAX_TURNS, MAX_ACTION_CHARS, MAX_MESSAGES_CHARS, EpisodeEnv,

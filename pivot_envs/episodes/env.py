@@ -54,8 +54,8 @@ env's ``verifier=``, else the domain's default (``tool_call`` without a domain).
 ``None`` for the rest of the episode. A verifier failure gives ``None`` and ``turn_reward_error`` naming it
 (never a silent 0), and leaves the path. ``info["on_path"]`` says whether the next turn is still on it. So
 replaying the expert scores 1.0 at every turn, answer turns included (``final_turn`` / ``facts``), and a
-wrong first call scores 0.0 and then ``None``. ``turn_rewards`` (the env attribute, and the episode row's
-key) lists them per agent turn; ``score_turns=False`` skips the verifier (``turn_reward`` always ``None``,
+wrong first call scores 0.0 and then ``None``. ``scorer.rewards`` (the episode row's ``turn_rewards``)
+lists them per agent turn; ``score_turns=False`` skips the verifier (``turn_reward`` always ``None``,
 ``on_path`` ``None``). The step reward itself stays task success.
 
 Observation (as PivotEnv): ``{"messages": json.dumps(messages), "tools": json.dumps(tools)}``.
@@ -217,44 +217,6 @@ class EpisodeEnv(gymnasium.Env[dict[str, Any], str]):  # spaces.Dict is a Space[
         self._pivot_index: dict[str, tuple[int, int]] | None = None
         self.task: Trajectory | None = None
         self._clear()
-
-    # --- the success policy and the per-turn scorer, by their former names ------------------
-    @property
-    def rules(self) -> Sequence[Any]:
-        """The success rules (the success policy's)."""
-        return self.success_policy.rules
-
-    @property
-    def min_fact_recall(self) -> float:
-        return self.success_policy.min_fact_recall
-
-    @property
-    def turn_verifier(self) -> Any:
-        """The verifier of the per-turn rewards (``None`` with ``score_turns=False``)."""
-        return self.scorer.verifier
-
-    @property
-    def turn_rewards(self) -> list[float | None]:
-        """The episode's per-turn rewards, one per agent turn (``None`` off the expert's path)."""
-        return self.scorer.rewards
-
-    @property
-    def turn_reward(self) -> float | None:
-        return self.scorer.reward
-
-    @property
-    def turn_reward_error(self) -> str | None:
-        return self.scorer.error
-
-    @property
-    def turn_reward_errors(self) -> list[str]:
-        """The per-turn verifier failures of the episode."""
-        return self.scorer.errors
-
-    @property
-    def on_path(self) -> bool:
-        """Whether the next turn is still on the expert's path."""
-        return self.scorer.on_path
 
     # --- gymnasium API -------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -466,7 +428,7 @@ class EpisodeEnv(gymnasium.Env[dict[str, Any], str]):  # spaces.Dict is a Space[
             "error": self.error,
             "digest": self.digest,
             "reason": self.reason,
-            "turn_rewards": list(self.turn_rewards),
+            "turn_rewards": list(self.scorer.rewards),
             "messages": self.messages,
             "tools": self._tools,
         }
@@ -567,9 +529,9 @@ class EpisodeEnv(gymnasium.Env[dict[str, Any], str]):  # spaces.Dict is a Space[
             "tool_errors": self.tool_errors,
             "errors": list(self.errors),
             "error": self.error,
-            "turn_reward": self.turn_reward,
-            "turn_reward_error": self.turn_reward_error,
-            "on_path": self.on_path if self.score_turns else None,
+            "turn_reward": self.scorer.reward,
+            "turn_reward_error": self.scorer.error,
+            "on_path": self.scorer.on_path if self.score_turns else None,
         }
         if self.done:
             info.update(success=self.success, digest=self.digest, reason=self.reason, checks=dict(self.checks),

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pivot_envs.domains import get_domain
+from pivot_envs.facts import expert_facts
 from pivot_envs.sources import resolve_trajectories
-from pivot_envs.success import expert_facts
 from pivot_envs.types import Trajectory, stable_hash
 from pivot_envs.worlds import World, WorldTask
 
@@ -83,7 +83,7 @@ class ExpertOutcome:
     Attributes:
         start_digest: the digest of the task's start state.
         expert_digest: the digest after replaying every tool call of the expert, in order.
-        facts: the facts the expert told the user (:func:`pivot_envs.success.expert_facts`).
+        facts: the facts the expert told the user (:func:`pivot_envs.facts.expert_facts`).
     """
 
     start_digest: str

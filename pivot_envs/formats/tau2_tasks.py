@@ -51,7 +51,8 @@ from pivot_envs.types import Message, Pivot, Trajectory
 from pivot_envs.worlds.base import json_by_value, normalize_output
 from pivot_envs.worlds.base import WorldTask
 from pivot_envs.worlds.mcp import tau2_airline_probes
-from pivot_envs.worlds.tau2 import TAU2_DOMAINS, tau2_probes, tau2_world
+from pivot_envs.worlds.tau2 import tau2_probes, tau2_world
+from pivot_envs.worlds.tau2_servers import TAU2_DOMAINS
 
 SOURCE = "tau2-bench/airline"
 """The airline tasks' ``meta["source"]`` (``tau2-bench/<domain>`` in general)."""
