@@ -111,7 +111,7 @@ def tool_code_leaks(tmp_path_factory) -> str:
     generator = site / "pivot_envs" / "envs_data" / "search" / "generator.py"
     generator.write_text(generator.read_text() + leak)
     write(site, "envs_data/zz_domain/__init__.py", "")
-    write(site, "envs_data/zz_domain/catalog.py", leak)
+    write(site, "envs_data/zz_domain/catalog.py", leak + "from pivot_envs.envs_data.swe import repos  # noqa: F401\n")
     world = site / "pivot_envs" / "envs_data" / "terminal" / "world.py"
     world.write_text(world.read_text() + leak)
     write(site, "verifiers/sandbox/zz.py", "from pivot_envs.worlds import base  # noqa: F401\n")
@@ -129,6 +129,7 @@ def test_a_generator_importing_a_verifier_helper_breaks_below_the_worlds(tool_co
 def test_a_new_domain_folder_s_tool_code_is_covered_with_no_edit(tool_code_leaks):
     broken = broken_contract(tool_code_leaks, BELOW_THE_WORLDS)
     assert "pivot_envs.envs_data.zz_domain.catalog -> pivot_envs.verifiers.helpers.information" in broken, broken
+    assert "pivot_envs.envs_data.zz_domain.catalog -> pivot_envs.envs_data.swe.repos" in broken, broken  # another folder
 
 
 def test_the_sandbox_sits_below_the_worlds(tool_code_leaks):
