@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.experiments.arm_table import ARM
 from pivot_envs.experiments.divergence import divergence
 from pivot_envs.experiments.engines import EngineSettings, eval_agents, rl_fields
 from pivot_envs.experiments.evaluation import Sampling, pivot_report, play_tasks
@@ -47,40 +48,6 @@ from pivot_envs.trainers.sft import SFTConfig, train_sft
 from pivot_envs.types import stable_hash
 from pivot_envs.verifiers.defaults import default_verifier_spec
 from pivot_envs.verifiers.versions import verifier_fingerprint
-
-ARMS = ("base", "sft", "pivotrl", "sft_pivotrl", "sft_long", "no_filter", "strict_reward", "pvpo", "e2e", "e2e_credit",
-        "arpo")
-"""Arm names, in the order of the report's table."""
-
-ARM_TITLES = {
-    "base": "Base",
-    "sft": "SFT (same pivots, NLL)",
-    "pivotrl": "PivotRL (D_adv + functional reward)",
-    "sft_pivotrl": "SFT -> PivotRL (PivotRL from the SFT model, as recipes chain stages)",
-    "sft_long": "SFT trained longer (more passes over the same pivots: where SFT loses OOD ability)",
-    "no_filter": "- pivot filtering (random D_cand + functional)",
-    "strict_reward": "- functional reward (random D_cand + strict)",
-    "pvpo": "PVPO advantages",
-    "e2e": "E2E RL (GRPO over whole episodes, task success)",
-    "e2e_credit": "E2E RL + turn-level credit (turn rewards on the expert's path)",
-    "arpo": "ARPO (E2E RL + entropy branching)",
-}
-
-EPISODE_ARMS = ("e2e", "e2e_credit", "arpo")
-"""Arms trained on whole episodes (tasks) instead of pivots."""
-
-SFT_ARMS = ("sft", "sft_long")
-"""Arms trained by SFT on the pivots' expert actions."""
-
-CHAINED_ARMS = ("sft_pivotrl",)
-"""Arms whose training starts from another arm's trained model (``RunSpec.init``): run after it."""
-
-CURVE_ARMS = ("pivotrl", "e2e", "e2e_credit", "arpo")
-"""Arms whose task success is measured along training (``RunSettings.curve_every``): Figure 1's curves."""
-
-TURN_CREDIT = 0.5
-"""``turn_credit`` of the ``e2e_credit`` arm (:class:`~pivot_envs.trainers.episode_rl.EpisodeRLConfig`)."""
-
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -199,7 +166,7 @@ class RunSpec:
     """One arm at one seed.
 
     Attributes:
-        arm: one of :data:`ARMS`.
+        arm: the name of an arm of :data:`~pivot_envs.experiments.arm_table.ARMS`.
         seed: training and evaluation seed.
         pivots: training pivot file (``None`` for ``base``).
         lr: peak learning rate (``None`` for ``base``).
@@ -233,7 +200,7 @@ class RunSpec:
         The base is not trained, so the training budget is not part of its key (a budget change reuses its
         evaluations); ``legacy``: the key before that, which hashed the budget of the base too (folders of older
         runs)."""
-        ignored = RUN_LOCAL_FIELDS + (() if legacy or self.arm != "base" else TRAINING_FIELDS)
+        ignored = RUN_LOCAL_FIELDS + (() if legacy or ARM[self.arm].trained else TRAINING_FIELDS)
         shared = {k: v for k, v in asdict(settings).items() if k not in ignored}
         if legacy or self.arm in ("base", "sft") or not shared.get("rl_lora_r"):
             shared.pop("rl_lora_r", None)  # added later: hashed only where it changes the run
@@ -257,14 +224,14 @@ def domain_verifier_fingerprint(domain: str) -> str:
 
 def wants_curve(spec: RunSpec, settings: RunSettings) -> bool:
     """Whether this run measures task success along training (the arm, the settings and the seed allow it)."""
-    return bool(spec.arm in CURVE_ARMS and settings.curve_every and settings.test_tasks and "test" in spec.evals
+    return bool(ARM[spec.arm].curve and settings.curve_every and settings.test_tasks and "test" in spec.evals
                 and (settings.curve_seed is None or spec.seed == settings.curve_seed))
 
 
 def _curve_checkpoints(spec: RunSpec, settings: RunSettings) -> int:
     """``save_every`` of a run's training: every ``curve_every`` steps when the run may get a curve (whatever
     its evals: a selection run's training is reused by the arm of the same settings)."""
-    may = spec.arm in CURVE_ARMS and (settings.curve_seed is None or spec.seed == settings.curve_seed)
+    may = ARM[spec.arm].curve and (settings.curve_seed is None or spec.seed == settings.curve_seed)
     return settings.curve_every if may else 0
 
 
@@ -273,7 +240,7 @@ def run_dir(spec: RunSpec, settings: RunSettings) -> Path:
     trained arm's legacy key may name another run, e.g. full fine-tuning where this one is LoRA)."""
     runs = Path(settings.root) / "runs"
     folder = runs / spec.key(settings)
-    if spec.arm != "base" or folder.exists():
+    if ARM[spec.arm].trained or folder.exists():
         return folder
     legacy = runs / spec.key(settings, legacy=True)
     return legacy if legacy.exists() else folder
@@ -307,7 +274,7 @@ def run_parts(spec: RunSpec, settings: RunSettings) -> list[str]:
     ``test`` is the pivots and the probes; with ``settings.test_tasks`` the held-out tasks are the parts
     ``tasks`` and ``tasks_sampled``, with ``settings.ood_tasks`` the OOD ones ``ood_tasks`` and
     ``ood_tasks_sampled``) and the ``curve``."""
-    parts = [] if spec.arm == "base" else ["train"]
+    parts = ["train"] if ARM[spec.arm].trained else []
     for which in spec.evals:
         if which == "val_tasks":
             if settings.val_tasks:
@@ -350,7 +317,7 @@ def execute_part(spec: RunSpec, settings: RunSettings, part: str) -> dict[str, A
 
 
 def _run_part(spec: RunSpec, settings: RunSettings, part: str, folder: Path) -> dict[str, Any]:
-    model = settings.base_model if spec.arm == "base" else str(folder / "train" / "final")
+    model = str(folder / "train" / "final") if ARM[spec.arm].trained else settings.base_model
     if part == "train":
         _say(f"[{folder.name}] training {spec.arm} ({spec.run_steps(settings)} steps, lr {spec.lr:g}"
              + (f", from {spec.init}" if spec.init else "") + ") ...")
@@ -493,11 +460,8 @@ def run_many(specs: Sequence[RunSpec], settings: RunSettings, workers: int = 1) 
 def _train(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
     if spec.lr is None or (spec.pivots is None and spec.tasks is None):
         raise ValueError(f"arm {spec.arm!r} needs training data (pivots or tasks) and a learning rate")
-    if spec.arm in SFT_ARMS:
-        return _train_sft(spec, settings, out)
-    if spec.arm in EPISODE_ARMS:
-        return _train_episodes(spec, settings, out)
-    return _train_rl(spec, settings, out)
+    return {"sft": _train_sft, "episodes": _train_episodes, "pivotrl": _train_rl}[ARM[spec.arm].trainer](
+        spec, settings, out)
 
 
 def trainer_fields(spec: RunSpec, settings: RunSettings, out: Path, rows_per_step: int) -> dict[str, Any]:
@@ -537,10 +501,7 @@ def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
         cfg.update(rl_fields(settings.engine))
         if settings.engine.kind == "vllm":
             cfg["sampling_batch_size"] = settings.eval_batch
-    if spec.arm == "strict_reward":
-        cfg["verifier"] = "strict"
-    if spec.arm == "pvpo":
-        cfg.update(advantage="pvpo", zero_variance="keep", pvpo_drop_solved=True, pvpo_inject_expert=True)
+    cfg.update(ARM[spec.arm].options)
     return cfg
 
 
@@ -585,14 +546,15 @@ def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str,
         group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant",
         warmup_steps=settings.warmup_steps, beta=settings.beta, loss_agg="token", zero_variance="skip",
-        max_turns=settings.max_turns, rollout="arpo" if spec.arm == "arpo" else "group",
+        max_turns=settings.max_turns, rollout="group",
         arpo_initial=max(1, settings.group_size // 2), log_every=10 ** 6, plots=True,
-        episode_workers=1, turn_credit=TURN_CREDIT if spec.arm == "e2e_credit" else 0.0,
+        episode_workers=1, turn_credit=0.0,
         **trainer_fields(spec, settings, out, tasks_per_step * settings.group_size * settings.max_turns),
         **lora_fields(settings),
     )
     if settings.engine.kind != "hf" or settings.engine.tools != "auto":
         cfg.update(rl_fields(settings.engine))
+    cfg.update(ARM[spec.arm].options)
     return cfg
 
 

@@ -59,8 +59,9 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.envs_data import generator, load_pivots, load_trajectories
 from pivot_envs.episode_env import resolve_tasks
-from pivot_envs.experiments.arms import (ARMS, CHAINED_ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run,
-                                        parts_seconds, quiet_transformers, read_run, run_dir, run_many)
+from pivot_envs.experiments.arm_table import ARM, ARM_NAMES, Arm
+from pivot_envs.experiments.arms import (RunSettings, RunSpec, execute_run, parts_seconds, quiet_transformers, read_run,
+                                        run_dir, run_many)
 from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
 from pivot_envs.experiments.engines import ENGINES, EngineSettings, eval_agents, resolve_engine
 from pivot_envs.experiments.evaluation import Sampling
@@ -95,7 +96,7 @@ class DemoConfig:
         kinds: pivot kinds kept (``pivot.meta["kind"]``, e.g. ``tool_call``); empty: all.
         seed: seeds the data split, the base model, the profile, the filters and the first arm seed.
         seeds: seeds of the main arms (``base``, ``sft``, ``pivotrl``): ``seed, seed + 1, ...``.
-        arms: arms to run (names of :data:`pivot_envs.experiments.arms.ARMS`).
+        arms: arms to run (names of :data:`pivot_envs.experiments.arm_table.ARMS`).
         base_fraction: share of the training trajectories the base model learns from.
         val_fraction: share of the other training trajectories set aside for validation.
         base_sees_candidates: the base model also learns from the candidates' trajectories (the
@@ -270,13 +271,12 @@ class DemoConfig:
             raise ValueError("DemoConfig: val_tasks and ood_tasks must be >= 0, val_episode_k and ood_episode_k >= 1")
         for name in ("kinds", "arms", "lambda_grid", "rl_lr_grid", "sft_lr_grid"):
             setattr(self, name, tuple(getattr(self, name)))
-        unknown = [a for a in self.arms if a not in ARMS]
+        unknown = [a for a in self.arms if a not in ARM]
         if unknown:
-            raise ValueError(f"DemoConfig.arms: unknown arm {unknown[0]!r}; arms: {', '.join(ARMS)}")
-        if "pivotrl" not in self.arms and any(a in self.arms for a in ("no_filter", "strict_reward")):
-            raise ValueError("DemoConfig.arms: no_filter and strict_reward are ablations of pivotrl; add pivotrl")
-        if "sft_pivotrl" in self.arms and "sft" not in self.arms:
-            raise ValueError("DemoConfig.arms: sft_pivotrl starts from the sft arm's model; add sft")
+            raise ValueError(f"DemoConfig.arms: unknown arm {unknown[0]!r}; arms: {', '.join(ARM_NAMES)}")
+        for need, why in (n for a in self.arms for n in ARM[a].needs):
+            if need not in self.arms:
+                raise ValueError(f"DemoConfig.arms: {why}; add {need}")
         if self.sft_long_steps < 1:
             raise ValueError(f"DemoConfig.sft_long_steps {self.sft_long_steps}: must be >= 1")
         if self.seeds < 1 or self.steps < 1 or self.group_size < 2 or self.profile_k < 2:
@@ -327,7 +327,7 @@ def full_config(seed: int = 0, seeds: int = 3, domain: str | None = None) -> Dem
     would take over two hours before any arm ran. Held-out tasks: the bundled test split's plus 150 generated
     (201, an interval of about +-8 points), one episode per task at temperature 1 and one greedy; every test
     pivot, mean@2."""
-    return DemoConfig(seed=seed, seeds=seeds, arms=ARMS, base=dataclasses.replace(QUICK_BASE), extra_trajectories=2000,
+    return DemoConfig(seed=seed, seeds=seeds, arms=ARM_NAMES, base=dataclasses.replace(QUICK_BASE), extra_trajectories=2000,
                       prebuilt_base=SHIPPED_BASE, max_candidates=384, rl_lr_grid=(1e-4, 3e-4, 1e-3),
                       sft_lr_grid=(3e-4, 1e-3), steps=12, warmup_steps=2, pivots_per_step=32, group_size=4,
                       max_test=None, eval_k=2, episode_k=1, extra_test_tasks=150, curve_every=6, curve_tasks=None,
@@ -427,7 +427,7 @@ def smoke_pretrained_config(seed: int = 0, model: str | None = None, engine: str
 def smoke_config(seed: int = 0) -> DemoConfig:
     """A seconds-long run of every stage and arm (tests): a minute model, a handful of pivots and steps."""
     return DemoConfig(
-        seed=seed, seeds=1, arms=ARMS, max_base=40, max_candidates=12, max_val=4, max_test=4,
+        seed=seed, seeds=1, arms=ARM_NAMES, max_base=40, max_candidates=12, max_val=4, max_test=4,
         base=BaseRecipe(hidden_size=32, n_layers=1, n_heads=2, vocab_size=400, max_context_tokens=96, steps=4,
                         domain_batch=4, probe_batch=4, probe_items=50, warmup_steps=1),
         profile_k=2, lambda_grid=(1.0, 0.5), min_train_pivots=4, steps=2, pivots_per_step=2, group_size=2,
@@ -1078,12 +1078,13 @@ def stage_select(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], s
     evals = ("val", "val_tasks") if by_tasks else ("val",)
     selection: dict[str, Any] = {"rl_lr": cfg.rl_lr, "sft_lr": cfg.sft_lr, "lambda": cfg.lambda_diff, "trials": [],
                                  "metric": selection_metric(cfg, by_tasks)}
-    wants_rl = any(a in cfg.arms for a in ("pivotrl", "no_filter", "strict_reward", "pvpo"))
+    tuned = {ARM[a].tunes for a in cfg.arms}
+    wants_rl = "rl" in tuned
     first: list[RunSpec] = []
     if wants_rl and len(cfg.rl_lr_grid) > 0:
         first += [RunSpec("pivotrl", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", evals, rollouts)
                   for lr in cfg.rl_lr_grid]
-    if "sft" in cfg.arms and len(cfg.sft_lr_grid) > 0:
+    if "sft" in tuned and len(cfg.sft_lr_grid) > 0:
         first += [RunSpec("sft", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", evals) for lr in cfg.sft_lr_grid]
     if not first and not cfg.lambda_grid:
         say("  fixed settings (no grid): RL lr %g, SFT lr %g, lambda %g" % (cfg.rl_lr, cfg.sft_lr, cfg.lambda_diff))
@@ -1150,49 +1151,42 @@ def val_score(by_tasks: bool) -> Callable[[dict[str, Any]], float]:
 def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], selection: dict[str, Any],
                say: Logger) -> list[dict[str, Any]]:
     """Train and test every arm (main arms at every seed); returns the ``run.json`` of each run."""
-    lam = f"{selection['lambda']:g}"
-    rollouts = sets["profile"]["stats"]["rollouts"]
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
     specs: list[RunSpec] = []
-    for arm in cfg.arms:
-        arm_seeds = seeds if arm in ("base", "sft", "pivotrl") else [cfg.seed]
-        for seed in arm_seeds:
+    for arm in (ARM[a] for a in cfg.arms):
+        for seed in seeds if arm.main else [cfg.seed]:
             # val: the base is a candidate of every selection (lr = 0), see the report; the selection seed's runs
             # also keep their validation task success (played by the selection: the same run folders)
             evals = ("val", "val_tasks", "test") if seed == cfg.seed and selection.get("metric") and \
                 settings.val_tasks else ("val", "test")
-            if arm == "base":
-                specs.append(RunSpec("base", seed, evals=evals))
-            elif arm == "sft":
-                specs.append(RunSpec("sft", seed, sets["adv"][lam], selection["sft_lr"], f"lambda={lam}", evals))
-            elif arm == "pivotrl":
-                specs.append(RunSpec("pivotrl", seed, sets["adv"][lam], selection["rl_lr"], f"lambda={lam}", evals,
-                                     rollouts))
-            elif arm == "sft_pivotrl":
-                sft = RunSpec("sft", seed, sets["adv"][lam], selection["sft_lr"], f"lambda={lam}", evals)
-                specs.append(RunSpec("sft_pivotrl", seed, sets["adv"][lam], selection["rl_lr"], f"lambda={lam}",
-                                     ("test",), rollouts, init=str(run_dir(sft, settings) / "train" / "final")))
-            elif arm == "sft_long":
-                specs.append(RunSpec("sft_long", seed, sets["adv"][lam], cfg.sft_long_lr or selection["sft_lr"],
-                                     f"lambda={lam}", ("test",), steps=cfg.sft_long_steps))
-            elif arm == "no_filter":
-                specs.append(RunSpec("no_filter", seed, sets["random"][lam], selection["rl_lr"], f"n=|D_adv({lam})|",
-                                     ("test",)))
-            elif arm == "strict_reward":
-                specs.append(RunSpec("strict_reward", seed, sets["random"][lam], selection["rl_lr"],
-                                     f"n=|D_adv({lam})|", ("test",)))
-            elif arm == "pvpo":
-                specs.append(RunSpec("pvpo", seed, sets["pvpo"], selection["rl_lr"], "pvpo", ("test",), rollouts))
-            elif arm in EPISODE_ARMS:
-                specs.append(RunSpec(arm, seed, None, selection["rl_lr"], "tasks=candidates", ("test",),
-                                     tasks=sets["train_tasks"]))
+            specs.append(arm_spec(arm, seed, evals if arm.main else ("test",), cfg, settings, sets, selection))
     todo = [s for s in specs if "test" not in read_run(s, settings)]
     if len(todo) < len(specs):
         say(f"  {len(specs) - len(todo)} of {len(specs)} runs done before")
-    todo.sort(key=lambda s: ("base", "sft").index(s.arm) + 1 if s.arm in ("base", "sft") else 0)  # longest first
-    run_many([s for s in todo if s.arm not in CHAINED_ARMS], settings, cfg.workers)
-    run_many([s for s in todo if s.arm in CHAINED_ARMS], settings, cfg.workers)  # they start from a trained arm
+    todo.sort(key=lambda s: ARM[s.arm].queue)  # longest first
+    run_many([s for s in todo if not ARM[s.arm].starts_from], settings, cfg.workers)
+    run_many([s for s in todo if ARM[s.arm].starts_from], settings, cfg.workers)  # they start from a trained arm
     return [execute_run(s, settings) for s in specs]  # all done: this only reads them back
+
+
+def arm_spec(arm: Arm, seed: int, evals: tuple[str, ...], cfg: DemoConfig, settings: RunSettings,
+             sets: dict[str, Any], selection: dict[str, Any]) -> RunSpec:
+    """The run of ``arm`` at ``seed`` (its record says what it trains on, at which rate, from which model)."""
+    if not arm.trained:
+        return RunSpec(arm.name, seed, evals=evals)
+    lam = f"{selection['lambda']:g}"
+    pivots = None if arm.pivots is None else sets[arm.pivots]
+    if isinstance(pivots, dict):  # a set per lambda
+        pivots = pivots[lam]
+    lr = (getattr(cfg, arm.lr_field) if arm.lr_field else None) or selection[f"{arm.lr}_lr"]
+    init = None
+    if arm.starts_from:
+        first = arm_spec(ARM[arm.starts_from], seed, evals, cfg, settings, sets, selection)
+        init = str(run_dir(first, settings) / "train" / "final")
+    return RunSpec(arm.name, seed, pivots, lr, arm.label.format(lam=lam), evals,
+                   sets["profile"]["stats"]["rollouts"] if arm.counts_profile else 0,
+                   tasks=sets["train_tasks"] if arm.trainer == "episodes" else None, init=init,
+                   steps=getattr(cfg, arm.steps_field) if arm.steps_field else None)
 
 
 # --------------------------------------------------------------------------- helpers

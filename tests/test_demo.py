@@ -16,7 +16,8 @@ pytest.importorskip("transformers")
 from typer.testing import CliRunner  # noqa: E402
 
 from pivot_envs.experiments.demo import DemoConfig, profile_stats, smoke_config, split_by_trajectory  # noqa: E402
-from pivot_envs.experiments.arms import ARMS, rl_summary  # noqa: E402
+from pivot_envs.experiments.arm_table import ARM_NAMES  # noqa: E402
+from pivot_envs.experiments.arms import rl_summary  # noqa: E402
 from pivot_envs.experiments.report import aggregate_arms, check_claims, mean_std, table_rows  # noqa: E402
 from pivot_envs.types import Pivot, Profile  # noqa: E402
 
@@ -32,7 +33,7 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     report = json.loads((out / "report.json").read_text())
 
     # the schema the README promises
-    assert set(report["arms"]) == set(ARMS)
+    assert set(report["arms"]) == set(ARM_NAMES)
     for name, arm in report["arms"].items():
         for key in ("in_domain_accuracy", "ood_accuracy", "rollout_turns", "strict_accuracy", "train_seconds"):
             assert key in arm, (name, key)
@@ -54,7 +55,7 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     comp = report["comparisons"]["pivotrl_vs_base"]
     assert {"diff", "ci_low", "ci_high", "p_value"} <= set(comp) and comp["ci_low"] <= comp["diff"] <= comp["ci_high"]
     assert comp["n"] == 3 and 0.0 <= comp["p_value"] <= 1.0 and comp["per_turn"]["test"] == "mcnemar-exact"
-    assert set(report["comparisons"]) == ({f"{a}_vs_base" for a in ARMS if a != "base"}
+    assert set(report["comparisons"]) == ({f"{a}_vs_base" for a in ARM_NAMES if a != "base"}
                                           | {"ood_retention", "ood_retention_sft_long"}
                                           | {"pivotrl_vs_sft", "pivotrl_vs_no_filter", "no_filter_vs_strict_reward",
                                              "e2e_credit_vs_e2e", "sft_pivotrl_vs_sft", "sft_pivotrl_vs_pivotrl",
@@ -83,7 +84,7 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     assert report["data"]["test"] == cfg.max_test and report["data"]["candidates"] == cfg.max_candidates
     assert report["profile"]["rollouts"] == cfg.max_candidates * cfg.profile_k
     assert set(report["verifiers"]) == {"tool_use", "terminal", "swe", "search"}
-    trained = [a for a in ARMS if a != "base"]
+    trained = [a for a in ARM_NAMES if a != "base"]
     for name in trained:
         arm = report["arms"][name]
         assert arm["steps"] == (cfg.sft_long_steps if name == "sft_long" else cfg.steps), name  # the same but sft_long
@@ -403,7 +404,7 @@ def _figures(name: str, task: float, ood: float, seeds: int = 3) -> dict:
 
 
 def _summary_report(claims: list[dict]) -> dict:
-    arms = {name: _figures(name, 0.355 + 0.01 * i, 0.710) for i, name in enumerate(ARMS)}
+    arms = {name: _figures(name, 0.355 + 0.01 * i, 0.710) for i, name in enumerate(ARM_NAMES)}
     comp = {"diff": 0.045, "ci_low": -0.0001, "ci_high": 0.09, "p_value": 0.057, "n": 201,
             "per_turn": {"diff": 0.01, "ci_low": -0.02, "ci_high": 0.04, "p_value": 0.45, "n": 291}}
     return {"domain": "terminal", "seeds": [0, 1, 2], "model_params": 1_183_488, "wall_seconds": 4746.0, "arms": arms,
@@ -464,7 +465,7 @@ def test_the_printed_summary_is_readable_at_80_columns():
     assert max(len(line) for line in text.splitlines()) <= 80
     for header in ("T=1", "greedy", "OOD T=1", "cut %", "per-turn", "mean@k", "OOD probes", "turns", "train s"):
         assert f" {header} " in text, header
-    for name in ARMS:
+    for name in ARM_NAMES:
         assert f" {name} " in text, name
     assert "0.355±0.012" in text and "14,608" in text and "0.412±0.031" in text
 
