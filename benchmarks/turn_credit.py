@@ -38,8 +38,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    cfg = dataclasses.replace(quick_config(args.seed), arms=ARMS, steps=args.steps, seeds=args.seeds,
-                              curve_every=args.curve_every, curve_tasks=None)
+    cfg = quick_config(args.seed)
+    cfg = dataclasses.replace(cfg, arms=ARMS, seeds=args.seeds,
+                              per_arm=dataclasses.replace(cfg.per_arm, steps=args.steps, curve_every=args.curve_every,
+                                                          curve_tasks=None))
     t0 = time.perf_counter()
     report = run_pipeline(cfg, args.out)
     arms = {n: {k: report["arms"][n].get(k) for k in KEYS} for n in ARMS}

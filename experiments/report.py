@@ -536,14 +536,15 @@ def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, An
         "model": ({k: base_report.get(k) for k in ("name", "spec", "parameters", "source", "fingerprint")}
                   if pretrained else {"name": "tiny", "spec": "tiny", "parameters": base_report["parameters"]}),
         "engine": getattr(cfg, "engine", "hf"),
-        "ood": ({"domain": cfg.ood_domain, "tasks": data["sizes"].get("ood_tasks"), "episode_k": cfg.ood_episode_k,
-                 "probes": cfg.probe_set} if getattr(cfg, "ood_domain", None) else {"probes": getattr(cfg, "probe_set", "builtin")}),
+        "ood": ({"domain": cfg.ood_domain, "tasks": data["sizes"].get("ood_tasks"), "episode_k": cfg.per_arm.ood_episode_k,
+                 "probes": cfg.per_arm.probe_set} if getattr(cfg, "ood_domain", None) else {"probes": cfg.per_arm.probe_set}),
         "timings": {**{f"{k}_s": v for k, v in stage_seconds.items()}, "total_s": round(wall_seconds, 1)},
         "profile": {**profile["stats"], "seconds": profile.get("seconds")},
         "filters": filters,
         "selection": selection,
         "stage_seconds": stage_seconds,
-        "settings": {k: v for k, v in cfg.to_dict().items() if k != "base"},
+        "settings": {**{k: v for k, v in cfg.to_dict().items() if k not in ("base", "per_arm")},
+                     **cfg.to_dict()["per_arm"]},  # one flat table, as before the arms' settings were nested
         "verifiers": verifiers["domains"] if verifiers else None,
     }
     mark_validation_verdicts(arms, selection)

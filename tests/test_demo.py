@@ -87,7 +87,7 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     trained = [a for a in ARM_NAMES if a != "base"]
     for name in trained:
         arm = report["arms"][name]
-        assert arm["steps"] == (cfg.sft_long_steps if name == "sft_long" else cfg.steps), name  # the same but sft_long
+        assert arm["steps"] == (cfg.sft_long_steps if name == "sft_long" else cfg.per_arm.steps), name  # the same but sft_long
         run = out / "runs" / arm["per_seed"][0]["run"]
         assert (run / "train" / "final" / "model.safetensors").exists() and (run / "test.json").exists()
     # SFT -> PivotRL trains from the SFT run's final model; every arm's KL to the base is measured (0 for the base)
@@ -102,8 +102,8 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     # PivotRL pays for profiling; the random-subset ablations do not
     rl = report["arms"]["pivotrl"]
     assert rl["rollout_turns"] == rl["train_rollouts"] + report["profile"]["rollouts"]
-    first_round = cfg.steps * cfg.pivots_per_step * cfg.group_size  # flat groups were sampled again (resample)
-    assert first_round <= rl["train_rollouts"] <= first_round * (1 + cfg.max_resample)
+    first_round = cfg.per_arm.steps * cfg.per_arm.pivots_per_step * cfg.per_arm.group_size  # flat groups were sampled again (resample)
+    assert first_round <= rl["train_rollouts"] <= first_round * (1 + cfg.per_arm.max_resample)
     assert report["arms"]["no_filter"]["rollout_turns"] == report["arms"]["no_filter"]["train_rollouts"]
     # selection ran on the validation tasks (task success at T=1, the held-out metric) and its seed-0 winner is
     # the pivotrl row, whose validation task success the report keeps
@@ -138,8 +138,10 @@ def test_two_workers_run_each_part_of_a_run_as_its_own_job_with_the_numbers_of_o
     jobs; two workers give the report one worker gives, with every held-out task's outcome paired."""
     from pivot_envs.experiments.demo import run_pipeline
 
-    cfg = dataclasses.replace(smoke_config(), arms=("base", "sft", "pivotrl"), rl_lr_grid=(1e-3,), lambda_grid=(1.0,),
-                              divergence_pivots=0, verifier_pivots=0)  # the every-stage smoke run measures them
+    cfg = smoke_config()
+    cfg = dataclasses.replace(cfg, arms=("base", "sft", "pivotrl"), rl_lr_grid=(1e-3,), lambda_grid=(1.0,),
+                              per_arm=dataclasses.replace(cfg.per_arm, divergence_pivots=0),
+                              verifier_pivots=0)  # the every-stage smoke run measures them
     out = tmp_path / "demo"
     reports = {}
     for workers in (2, 1):
@@ -313,11 +315,12 @@ def test_base_model_keeps_the_weights_with_the_lowest_validation_loss(tmp_path):
 
 
 def test_only_the_curve_seed_gets_a_curve_and_its_checkpoints():
-    from pivot_envs.experiments.arms import RunSettings, RunSpec, _curve_checkpoints, wants_curve
+    from pivot_envs.experiments.arms import ArmSettings, RunSettings, RunSpec, _curve_checkpoints, wants_curve
 
+    per_arm = ArmSettings(max_new_tokens=8, steps=12, pivots_per_step=4, group_size=2, beta=0.0, eval_k=1,
+                          curve_every=6)
     settings = RunSettings(root="r", domain="terminal", base_model="m", val_pivots="v", test_pivots="t",
-                           max_context_tokens=64, max_new_tokens=8, steps=12, pivots_per_step=4, group_size=2,
-                           beta=0.0, eval_k=1, test_tasks="tasks.jsonl", curve_every=6, curve_seed=0)
+                           max_context_tokens=64, per_arm=per_arm, test_tasks="tasks.jsonl", curve_seed=0)
     first, second = RunSpec("pivotrl", 0, evals=("val", "test")), RunSpec("pivotrl", 1, evals=("val", "test"))
     assert wants_curve(first, settings) and not wants_curve(second, settings)
     assert _curve_checkpoints(first, settings) == 6 and _curve_checkpoints(second, settings) == 0
