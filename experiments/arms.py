@@ -510,21 +510,22 @@ def _has_checkpoint(out: Path) -> bool:
 
 def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
     """The :class:`~pivot_envs.trainers.config.PivotRLConfig` of an RL arm (as a dict)."""
+    per_arm = settings.per_arm
     cfg: dict[str, Any] = dict(
         model=spec.init or settings.base_model, output_dir=str(out), domain=settings.domain,
         pivots=spec.pivots, seed=spec.seed, steps=spec.run_steps(settings),
-        pivots_per_step=settings.per_arm.pivots_per_step,
-        group_size=settings.per_arm.group_size, temperature=1.0, max_new_tokens=settings.per_arm.max_new_tokens,
-        max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=settings.per_arm.warmup_steps,
-        beta=settings.per_arm.beta, zero_variance=settings.per_arm.zero_variance, max_resample=settings.per_arm.max_resample,
+        pivots_per_step=per_arm.pivots_per_step,
+        group_size=per_arm.group_size, temperature=1.0, max_new_tokens=per_arm.max_new_tokens,
+        max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=per_arm.warmup_steps,
+        beta=per_arm.beta, zero_variance=per_arm.zero_variance, max_resample=per_arm.max_resample,
         log_every=10 ** 6, plots=True,
-        **trainer_fields(spec, settings, out, settings.per_arm.pivots_per_step * settings.per_arm.group_size),
+        **trainer_fields(spec, settings, out, per_arm.pivots_per_step * per_arm.group_size),
         **lora_fields(settings),
     )
     if settings.engine.kind != "hf" or settings.engine.tools != "auto":
         cfg.update(rl_fields(settings.engine))
         if settings.engine.kind == "vllm":
-            cfg["sampling_batch_size"] = settings.per_arm.eval_batch
+            cfg["sampling_batch_size"] = per_arm.eval_batch
     cfg.update(ARM[spec.arm].options)
     return cfg
 
@@ -563,17 +564,18 @@ def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str,
 
     A step takes ``pivots_per_step // 4`` tasks (at least 1): a task is ~4-6 turns, so a step costs about
     as many rollout turns as a PivotRL step over ``pivots_per_step`` pivots."""
-    tasks_per_step = max(1, settings.per_arm.pivots_per_step // 4)
+    per_arm = settings.per_arm
+    tasks_per_step = max(1, per_arm.pivots_per_step // 4)
     cfg: dict[str, Any] = dict(
         model=settings.base_model, output_dir=str(out), domain=settings.domain,
-        tasks=spec.tasks, seed=spec.seed, steps=settings.per_arm.steps, tasks_per_step=tasks_per_step,
-        group_size=settings.per_arm.group_size, temperature=1.0, max_new_tokens=settings.per_arm.max_new_tokens,
+        tasks=spec.tasks, seed=spec.seed, steps=per_arm.steps, tasks_per_step=tasks_per_step,
+        group_size=per_arm.group_size, temperature=1.0, max_new_tokens=per_arm.max_new_tokens,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant",
-        warmup_steps=settings.per_arm.warmup_steps, beta=settings.per_arm.beta, loss_agg="token", zero_variance="skip",
-        max_turns=settings.per_arm.max_turns, rollout="group",
-        arpo_initial=max(1, settings.per_arm.group_size // 2), log_every=10 ** 6, plots=True,
+        warmup_steps=per_arm.warmup_steps, beta=per_arm.beta, loss_agg="token", zero_variance="skip",
+        max_turns=per_arm.max_turns, rollout="group",
+        arpo_initial=max(1, per_arm.group_size // 2), log_every=10 ** 6, plots=True,
         episode_workers=1, turn_credit=0.0,
-        **trainer_fields(spec, settings, out, tasks_per_step * settings.per_arm.group_size * settings.per_arm.max_turns),
+        **trainer_fields(spec, settings, out, tasks_per_step * per_arm.group_size * per_arm.max_turns),
         **lora_fields(settings),
     )
     if settings.engine.kind != "hf" or settings.engine.tools != "auto":

@@ -60,8 +60,8 @@ from typing import Any, Callable, Sequence
 from pivot_envs.envs_data import generator, load_pivots, load_trajectories
 from pivot_envs.episode_env import resolve_tasks
 from pivot_envs.experiments.arm_table import ARM, ARM_NAMES, Arm
-from pivot_envs.experiments.arms import (ArmSettings, RunSettings, RunSpec, execute_run, parts_seconds, quiet_transformers, read_run,
-                                        run_dir, run_many)
+from pivot_envs.experiments.arms import (ArmSettings, RunSettings, RunSpec, execute_run, parts_seconds,
+                                        quiet_transformers, read_run, run_dir, run_many)
 from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
 from pivot_envs.experiments.engines import ENGINES, EngineSettings, eval_agents, resolve_engine
 from pivot_envs.experiments.evaluation import Sampling
@@ -222,7 +222,8 @@ class DemoConfig:
         if self.ood_domain is not None and self.ood_domain == self.domain:
             raise ValueError(f"DemoConfig.ood_domain {self.ood_domain!r} is the arms' own domain: choose another")
         if self.val_tasks < 0 or self.ood_tasks < 0 or self.per_arm.val_episode_k < 1 or self.per_arm.ood_episode_k < 1:
-            raise ValueError("DemoConfig: val_tasks and ood_tasks must be >= 0, per_arm.val_episode_k and per_arm.ood_episode_k >= 1")
+            raise ValueError("DemoConfig: val_tasks and ood_tasks must be >= 0, per_arm.val_episode_k and "
+                             "per_arm.ood_episode_k >= 1")
         for name in ("kinds", "arms", "lambda_grid", "rl_lr_grid", "sft_lr_grid"):
             setattr(self, name, tuple(getattr(self, name)))
         unknown = [a for a in self.arms if a not in ARM]
@@ -358,11 +359,11 @@ def real_config(seed: int = 0, model: str = "smollm2", engine: str = "auto", dom
                       profile_k=8, lambda_diff=0.75, dedup_actions=True, rl_lr=2e-4, sft_lr=1e-5, sft_long_steps=64,
                       sft_long_lr=3e-5, max_test=None, max_val=64, extra_test_tasks=150, verifier_pivots=0, workers=1,
                       min_train_pivots=16,
-                      per_arm=ArmSettings(ood_episode_k=1, probe_set="few_shot", val_episode_k=1, steps=16,
-                                          warmup_steps=2, pivots_per_step=16, group_size=8, zero_variance="resample", max_resample=2, beta=0.0,
-                                          rl_lora_r=16, eval_k=4, episode_k=4, divergence_pivots=48, divergence_k=4,
-                                          max_new_tokens=96, max_turns=8, eval_batch=32, micro_batch_rows=8,
-                                          save_every=4),
+                      per_arm=ArmSettings(steps=16, warmup_steps=2, pivots_per_step=16, group_size=8,
+                                          zero_variance="resample", max_resample=2, beta=0.0, rl_lora_r=16, eval_k=4,
+                                          episode_k=4, divergence_pivots=48, divergence_k=4, max_new_tokens=96,
+                                          max_turns=8, eval_batch=32, micro_batch_rows=8, save_every=4,
+                                          ood_episode_k=1, probe_set="few_shot", val_episode_k=1),
                       **({"domain": domain} if domain else {}))
 
 
@@ -378,8 +379,8 @@ def smoke_pretrained_config(seed: int = 0, model: str | None = None, engine: str
                       max_candidates=6, max_val=2, max_test=3, max_test_tasks=2, profile_k=2, min_train_pivots=2,
                       rl_lr_grid=(1e-3,), sft_lr_grid=(1e-3,), verifier_pivots=0, workers=1, threads=1,
                       per_arm=ArmSettings(probe_set="few_shot", probes_per_kind=1, steps=1, warmup_steps=1,
-                                          pivots_per_step=2, group_size=2, max_new_tokens=8, eval_k=0, max_turns=2, episode_k=1, eval_batch=4,
-                                          micro_batch_rows=2, save_every=1))
+                                          pivots_per_step=2, group_size=2, max_new_tokens=8, eval_k=0, max_turns=2,
+                                          episode_k=1, eval_batch=4, micro_batch_rows=2, save_every=1))
 
 
 def smoke_config(seed: int = 0) -> DemoConfig:
@@ -391,8 +392,9 @@ def smoke_config(seed: int = 0) -> DemoConfig:
                       verifier_pivots=2, workers=1, threads=1, max_test_tasks=3, val_tasks=3, sft_long_steps=3,
                       dedup_actions=True,
                       per_arm=ArmSettings(steps=2, pivots_per_step=2, group_size=2, max_new_tokens=8, eval_k=1,
-                                          episode_k=1, max_turns=3, warmup_steps=1, curve_every=1, curve_tasks=2, zero_variance="resample",
-                                          max_resample=1, divergence_pivots=2, divergence_k=1))
+                                          episode_k=1, max_turns=3, warmup_steps=1, curve_every=1, curve_tasks=2,
+                                          zero_variance="resample", max_resample=1, divergence_pivots=2,
+                                          divergence_k=1))
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -473,7 +475,8 @@ def engine_settings(cfg: DemoConfig) -> EngineSettings:
 
 def sampling(cfg: DemoConfig) -> Sampling:
     """The sampling settings of the in-process stages (profiling, the warm-up's band checks)."""
-    return Sampling(engine=engine_settings(cfg), max_new_tokens=cfg.per_arm.max_new_tokens, max_prompt_tokens=prompt_window(cfg),
+    return Sampling(engine=engine_settings(cfg), max_new_tokens=cfg.per_arm.max_new_tokens,
+                    max_prompt_tokens=prompt_window(cfg),
                     batch_size=cfg.per_arm.eval_batch, num_threads=torch_threads(cfg))
 
 
