@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from pivot_envs.experiments.arm_table import ARM, ARM_NAMES
+from pivot_envs.experiments.arm_table import ARM
 from pivot_envs.experiments.comparisons import arm_intervals, paired_comparisons, turns_to_match
 from pivot_envs.experiments.plots import draw_plots
 from pivot_envs.experiments.verifier_demo import DomainSummary, markdown_report
@@ -38,7 +38,8 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if "test" in run:
             by_arm.setdefault(run["arm"], []).append(run)
     out: dict[str, dict[str, Any]] = {}
-    for arm in sorted(by_arm, key=lambda a: ARM_NAMES.index(a) if a in ARM else len(ARM_NAMES)):
+    order = list(ARM)  # the table's order
+    for arm in sorted(by_arm, key=lambda a: order.index(a) if a in ARM else len(order)):
         rows = sorted(by_arm[arm], key=lambda r: r["seed"])
         tests = [r["test"] for r in rows]
         trains = [r.get("train") or {} for r in rows]
