@@ -50,7 +50,7 @@ Logger = Callable[[str], None]
 @dataclass(frozen=True)
 class Variant:
     """One PivotRL run of the ablation: the demo's PivotRL arm with ``settings`` changed (fields of
-    :class:`~pivot_envs.experiments.arms.RunSettings`), another learning rate (``lr``; ``None``: the demo's) or
+    :class:`~pivot_envs.experiments.arms.ArmSettings`), another learning rate (``lr``; ``None``: the demo's) or
     another D_adv (``lam``, ``dedup``; ``None``: the demo's)."""
 
     name: str
@@ -91,7 +91,7 @@ def variant_run(variant: Variant, cfg: Any, settings: RunSettings, sets: dict[st
         label = f"lambda={lam:g}" + ("" if dedup else " no-dedup")
     spec = RunSpec("pivotrl", cfg.seed, pivots, variant.lr or cfg.rl_lr, label, evals=(),
                    profile_rollouts=sets["profile"]["stats"]["rollouts"])
-    return spec, dataclasses.replace(settings, **variant.settings)
+    return spec, dataclasses.replace(settings, per_arm=dataclasses.replace(settings.per_arm, **variant.settings))
 
 
 def adv_file(profiled: str, lam: float, dedup: bool, cfg: Any, folder: Path, say: Logger = print) -> str:
@@ -128,7 +128,7 @@ def play_key(model: str, settings: RunSettings, seed: int, repeats: int) -> str:
     files as they are now (a run trained again is played again), the tasks and the sampling."""
     files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(model).iterdir() if f.is_file())
     return stable_hash("ablation-val", str(Path(model).resolve()), files, settings.val_tasks, settings.domain, seed,
-                       repeats, settings.max_turns, settings.max_new_tokens, settings.max_context_tokens,
+                       repeats, settings.per_arm.max_turns, settings.per_arm.max_new_tokens, settings.max_context_tokens,
                        dataclasses.asdict(settings.engine))[:12]
 
 
@@ -136,7 +136,7 @@ def play_validation(model: str, settings: RunSettings, seed: int, repeats: int, 
     """Play the validation tasks with ``model`` at T=1, ``repeats`` times each; save and return
     ``{"key", "model", "tasks": {task id: pass@1}, "success", "episodes", "seconds"}``."""
     report = play_tasks(model, settings.domain, settings.val_tasks, settings.sampling(), seed=seed, temperature=1.0,
-                        repeats=repeats, max_turns=settings.max_turns)
+                        repeats=repeats, max_turns=settings.per_arm.max_turns)
     tasks = item_outcomes(report)["task_sampled"]
     result = {"key": play_key(model, settings, seed, repeats), "model": model, "tasks": tasks,
               "success": report["overall"]["episodes_sampled"]["success"],

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pivot_envs.experiments.arm_table import ARM
 from pivot_envs.experiments.divergence import divergence
 from pivot_envs.experiments.engines import EngineSettings, eval_agents, rl_fields
 from pivot_envs.experiments.evaluation import Sampling, pivot_report, play_tasks
@@ -48,43 +49,74 @@ from pivot_envs.types import stable_hash
 from pivot_envs.verifiers.defaults import default_verifier_spec
 from pivot_envs.verifiers.versions import verifier_fingerprint
 
-ARMS = ("base", "sft", "pivotrl", "sft_pivotrl", "sft_long", "no_filter", "strict_reward", "pvpo", "e2e", "e2e_credit",
-        "arpo")
-"""Arm names, in the order of the report's table."""
+@dataclass(frozen=True)
+class ArmSettings:
+    """How every arm of one demo is trained and evaluated: the knobs :class:`~pivot_envs.experiments.demo.DemoConfig`
+    sets and every run holds (:class:`RunSettings`), declared once. The defaults are the demo's; two differ from the
+    trainers' (``beta``, ``warmup_steps``): the demo's arms are an experiment with chosen settings, the trainers'
+    defaults turn a feature off until a config asks for it.
 
-ARM_TITLES = {
-    "base": "Base",
-    "sft": "SFT (same pivots, NLL)",
-    "pivotrl": "PivotRL (D_adv + functional reward)",
-    "sft_pivotrl": "SFT -> PivotRL (PivotRL from the SFT model, as recipes chain stages)",
-    "sft_long": "SFT trained longer (more passes over the same pivots: where SFT loses OOD ability)",
-    "no_filter": "- pivot filtering (random D_cand + functional)",
-    "strict_reward": "- functional reward (random D_cand + strict)",
-    "pvpo": "PVPO advantages",
-    "e2e": "E2E RL (GRPO over whole episodes, task success)",
-    "e2e_credit": "E2E RL + turn-level credit (turn rewards on the expert's path)",
-    "arpo": "ARPO (E2E RL + entropy branching)",
-}
+    Attributes:
+        steps: optimiser steps of every trained arm (SFT and RL alike).
+        pivots_per_step: pivots per step: the SFT batch and the RL minibatch.
+        group_size: G, RL samples per pivot.
+        beta: KL coefficient of the RL arms (the trainers' default is 0: no reference model).
+        warmup_steps: linear learning-rate warm-up of every trained arm (the trainers' default is 0: none).
+        max_new_tokens: longest sampled action.
+        max_turns: assistant turns before an episode is cut (evaluation and E2E training alike).
+        zero_variance: what the RL arms do with a group whose rewards are all equal (``skip``; ``resample``: sample
+            the pivot again, up to ``max_resample`` times: a signal in every step).
+        max_resample: extra sampling rounds of such a group with ``resample``.
+        rl_lora_r: LoRA rank of the RL arms (alpha = 2 x rank, every linear layer, merged into each saved model;
+            ``0``: full fine-tuning). SFT stays full fine-tuning.
+        micro_batch_rows: rows per forward/backward pass of the trainers (``0``: a whole step).
+        save_every: training checkpoints every this-many steps; a training part that finds one resumes from it
+            (``0``: none).
+        eval_k: samples per test pivot for mean@k at temperature 1.
+        eval_batch: pivots (or live episodes) per engine call in evaluation.
+        episode_k: episodes per held-out task at temperature 1 (pass@1 = mean over them), beside greedy.
+        curve_every: evaluate task success at every ``curve_every`` steps of the RL arms (the curve of
+            task success against rollout turns); ``0``: only at the end.
+        curve_tasks: how many held-out tasks the curve points play (the first N; ``None``: all).
+        val_episode_k: T=1 episodes per validation task.
+        ood_episode_k: T=1 episodes per OOD task (beside one greedy).
+        probe_set: the OOD probes: ``builtin`` (the tiny model's 200, learned by its base) or ``few_shot`` (8 families
+            of few-shot questions a pretrained chat model partly answers:
+            :mod:`~pivot_envs.experiments.few_shot_probes`).
+        probes_per_kind: few-shot probe items per family.
+        divergence_pivots: test pivots at which each arm's KL to the base and entropy are measured on its own
+            samples (the ``divergence`` part: :mod:`~pivot_envs.experiments.divergence`); ``0``: not measured.
+        divergence_k: samples per pivot of that measure.
+    """
 
-EPISODE_ARMS = ("e2e", "e2e_credit", "arpo")
-"""Arms trained on whole episodes (tasks) instead of pivots."""
-
-SFT_ARMS = ("sft", "sft_long")
-"""Arms trained by SFT on the pivots' expert actions."""
-
-CHAINED_ARMS = ("sft_pivotrl",)
-"""Arms whose training starts from another arm's trained model (``RunSpec.init``): run after it."""
-
-CURVE_ARMS = ("pivotrl", "e2e", "e2e_credit", "arpo")
-"""Arms whose task success is measured along training (``RunSettings.curve_every``): Figure 1's curves."""
-
-TURN_CREDIT = 0.5
-"""``turn_credit`` of the ``e2e_credit`` arm (:class:`~pivot_envs.trainers.episode_rl.EpisodeRLConfig`)."""
+    steps: int = 40
+    pivots_per_step: int = 8
+    group_size: int = 8
+    beta: float = 0.05
+    warmup_steps: int = 3
+    max_new_tokens: int = 96
+    max_turns: int = 8
+    zero_variance: str = "skip"
+    max_resample: int = 2
+    rl_lora_r: int = 0
+    micro_batch_rows: int = 0
+    save_every: int = 0
+    eval_k: int = 4
+    eval_batch: int = 16
+    episode_k: int = 2
+    curve_every: int = 0
+    curve_tasks: int | None = 40
+    val_episode_k: int = 1
+    ood_episode_k: int = 1
+    probe_set: str = "builtin"
+    probes_per_kind: int = 30
+    divergence_pivots: int = 0
+    divergence_k: int = 4
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What every run of one demo shares (the base model, the data and the run length).
+    """What every run of one demo shares: the base model, the data and how the arms are trained and evaluated.
 
     Attributes:
         root: the demo folder (runs go to ``root/runs``).
@@ -93,45 +125,20 @@ class RunSettings:
         val_pivots: validation pivot file (carved from the training split).
         test_pivots: test pivot file (from the test split).
         max_context_tokens: prompt window of training, sampling and evaluation.
-        max_new_tokens: longest sampled action.
-        steps: optimiser steps of every trained arm (SFT and RL alike).
-        pivots_per_step: pivots per step: the SFT batch and the RL minibatch.
-        group_size: G, RL samples per pivot.
-        beta: KL coefficient of the RL arms.
-        eval_k: samples per test pivot for mean@k at temperature 1.
-        eval_batch: pivots per ``generate`` call in evaluation.
+        per_arm: how every arm is trained and evaluated (:class:`ArmSettings`).
         num_threads: torch CPU threads of one run.
         fingerprint: hash of the base model's build (runs of another base model get other folders).
-        warmup_steps: linear learning-rate warm-up of every trained arm.
         test_tasks: held-out tasks (a trajectory file or ``bundled:DOMAIN:SPLIT``) played to the end in
             the ``test`` evaluation: task success; ``None``: none.
-        max_turns: assistant turns before an episode is cut (evaluation and E2E training alike).
-        episode_k: episodes per held-out task at temperature 1 (pass@1 = mean over them), beside greedy.
-        curve_every: evaluate task success at every ``curve_every`` steps of the RL arms (the curve of
-            task success against rollout turns); ``0``: only at the end.
-        curve_tasks: how many held-out tasks the curve points play (the first N; ``None``: all).
         curve_seed: only runs of this seed get a curve (``None``: every seed; the report averages them).
         engine: who samples (profiling aside: evaluation and PivotRL's groups) and how prompts are built
             (:class:`~pivot_envs.experiments.engines.EngineSettings`).
-        val_tasks: validation tasks (a trajectory file) played ``val_episode_k`` times at T=1 in the ``val_tasks``
-            evaluation: the selection's metric; ``None``: none.
-        val_episode_k: T=1 episodes per validation task.
+        val_tasks: validation tasks (a trajectory file) played ``per_arm.val_episode_k`` times at T=1 in the
+            ``val_tasks`` evaluation: the selection's metric; ``None``: none.
         ood_domain: the OOD domain; ``ood_tasks`` its held-out tasks (played in the ``test`` evaluation, greedily
-            and ``ood_episode_k`` times at T=1).
-        ood_episode_k: T=1 episodes per OOD task.
-        probe_set: ``builtin`` (the tiny model's probes) or ``few_shot`` (``probes_per_kind`` per family).
-        probes_per_kind: few-shot probe items per family.
-        micro_batch_rows: rows per forward/backward pass of the trainers (``0``: a whole step).
-        save_every: training checkpoints every this-many steps; a training part that finds one resumes from it.
+            and ``per_arm.ood_episode_k`` times at T=1).
         fresh_process: every part runs in a process of its own (a vLLM engine per part, gone with it).
         device: the trainers' and the ``hf`` engine's device (``cpu``; ``auto``: CUDA when there is one).
-        rl_lora_r: LoRA rank of the RL arms (alpha = 2 x rank; ``0``: full fine-tuning).
-        divergence_pivots: test pivots at which each arm's KL to the base and entropy are measured on its own
-            samples (the ``divergence`` part: :mod:`~pivot_envs.experiments.divergence`); ``0``: not measured.
-        divergence_k: samples per pivot of that measure.
-        zero_variance: what the RL arms do with a group whose rewards are all equal (``skip``; ``resample``: sample
-            the pivot again, up to ``max_resample`` times: a signal in every step).
-        max_resample: extra sampling rounds of such a group with ``resample``.
     """
 
     root: str
@@ -140,45 +147,29 @@ class RunSettings:
     val_pivots: str
     test_pivots: str
     max_context_tokens: int
-    max_new_tokens: int
-    steps: int
-    pivots_per_step: int
-    group_size: int
-    beta: float
-    eval_k: int
-    eval_batch: int = 16
+    per_arm: ArmSettings
     num_threads: int | None = 1
     fingerprint: str = ""
-    warmup_steps: int = 0
     test_tasks: str | None = None
-    max_turns: int = 8
-    episode_k: int = 2
-    curve_every: int = 0
-    curve_tasks: int | None = None
     curve_seed: int | None = None
     engine: EngineSettings = EngineSettings()
     val_tasks: str | None = None
-    val_episode_k: int = 1
     ood_domain: str | None = None
     ood_tasks: str | None = None
-    ood_episode_k: int = 1
-    probe_set: str = "builtin"
-    probes_per_kind: int = 30
-    micro_batch_rows: int = 0
-    save_every: int = 0
     fresh_process: bool = False
     device: str = "cpu"
-    rl_lora_r: int = 0
-    divergence_pivots: int = 0
-    divergence_k: int = 4
-    zero_variance: str = "skip"
-    max_resample: int = 2
 
     def sampling(self) -> Sampling:
         """The evaluations' shared sampling settings."""
-        return Sampling(engine=self.engine, max_new_tokens=self.max_new_tokens,
-                        max_prompt_tokens=self.max_context_tokens, batch_size=self.eval_batch,
+        return Sampling(engine=self.engine, max_new_tokens=self.per_arm.max_new_tokens,
+                        max_prompt_tokens=self.max_context_tokens, batch_size=self.per_arm.eval_batch,
                         num_threads=self.num_threads, device=self.device)
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting in one flat mapping (``per_arm``'s beside the others): what a run's key hashes, as it did
+        before the arms' settings were nested."""
+        shared = {k: v for k, v in asdict(self).items() if k != "per_arm"}
+        return {**shared, **asdict(self.per_arm)}
 
 
 RUN_LOCAL_FIELDS = ("root", "num_threads", "eval_batch", "fresh_process", "save_every", "divergence_pivots",
@@ -199,7 +190,7 @@ class RunSpec:
     """One arm at one seed.
 
     Attributes:
-        arm: one of :data:`ARMS`.
+        arm: the name of an arm of :data:`~pivot_envs.experiments.arm_table.ARMS`.
         seed: training and evaluation seed.
         pivots: training pivot file (``None`` for ``base``).
         lr: peak learning rate (``None`` for ``base``).
@@ -225,7 +216,7 @@ class RunSpec:
 
     def run_steps(self, settings: RunSettings) -> int:
         """Optimiser steps of this run: its own ``steps``, else the settings' (every arm but ``sft_long``)."""
-        return self.steps or settings.steps
+        return self.steps or settings.per_arm.steps
 
     def key(self, settings: RunSettings, *, legacy: bool = False) -> str:
         """Folder name of this run: arm, seed and a hash of everything its numbers depend on, the domain verifier's
@@ -233,8 +224,8 @@ class RunSpec:
         The base is not trained, so the training budget is not part of its key (a budget change reuses its
         evaluations); ``legacy``: the key before that, which hashed the budget of the base too (folders of older
         runs)."""
-        ignored = RUN_LOCAL_FIELDS + (() if legacy or self.arm != "base" else TRAINING_FIELDS)
-        shared = {k: v for k, v in asdict(settings).items() if k not in ignored}
+        ignored = RUN_LOCAL_FIELDS + (() if legacy or ARM[self.arm].trained else TRAINING_FIELDS)
+        shared = {k: v for k, v in settings.flat().items() if k not in ignored}
         if legacy or self.arm in ("base", "sft") or not shared.get("rl_lora_r"):
             shared.pop("rl_lora_r", None)  # added later: hashed only where it changes the run
         for name, default in ADDED_LATER.items():
@@ -257,15 +248,15 @@ def domain_verifier_fingerprint(domain: str) -> str:
 
 def wants_curve(spec: RunSpec, settings: RunSettings) -> bool:
     """Whether this run measures task success along training (the arm, the settings and the seed allow it)."""
-    return bool(spec.arm in CURVE_ARMS and settings.curve_every and settings.test_tasks and "test" in spec.evals
+    return bool(ARM[spec.arm].curve and settings.per_arm.curve_every and settings.test_tasks and "test" in spec.evals
                 and (settings.curve_seed is None or spec.seed == settings.curve_seed))
 
 
 def _curve_checkpoints(spec: RunSpec, settings: RunSettings) -> int:
     """``save_every`` of a run's training: every ``curve_every`` steps when the run may get a curve (whatever
     its evals: a selection run's training is reused by the arm of the same settings)."""
-    may = spec.arm in CURVE_ARMS and (settings.curve_seed is None or spec.seed == settings.curve_seed)
-    return settings.curve_every if may else 0
+    may = ARM[spec.arm].curve and (settings.curve_seed is None or spec.seed == settings.curve_seed)
+    return settings.per_arm.curve_every if may else 0
 
 
 def run_dir(spec: RunSpec, settings: RunSettings) -> Path:
@@ -273,7 +264,7 @@ def run_dir(spec: RunSpec, settings: RunSettings) -> Path:
     trained arm's legacy key may name another run, e.g. full fine-tuning where this one is LoRA)."""
     runs = Path(settings.root) / "runs"
     folder = runs / spec.key(settings)
-    if spec.arm != "base" or folder.exists():
+    if ARM[spec.arm].trained or folder.exists():
         return folder
     legacy = runs / spec.key(settings, legacy=True)
     return legacy if legacy.exists() else folder
@@ -307,7 +298,7 @@ def run_parts(spec: RunSpec, settings: RunSettings) -> list[str]:
     ``test`` is the pivots and the probes; with ``settings.test_tasks`` the held-out tasks are the parts
     ``tasks`` and ``tasks_sampled``, with ``settings.ood_tasks`` the OOD ones ``ood_tasks`` and
     ``ood_tasks_sampled``) and the ``curve``."""
-    parts = [] if spec.arm == "base" else ["train"]
+    parts = ["train"] if ARM[spec.arm].trained else []
     for which in spec.evals:
         if which == "val_tasks":
             if settings.val_tasks:
@@ -315,10 +306,10 @@ def run_parts(spec: RunSpec, settings: RunSettings) -> list[str]:
             continue
         parts.append(which)
         if which == "test" and settings.test_tasks:
-            parts += ["tasks"] + (["tasks_sampled"] if settings.episode_k > 0 else [])
+            parts += ["tasks"] + (["tasks_sampled"] if settings.per_arm.episode_k > 0 else [])
         if which == "test" and settings.ood_tasks:
             parts += ["ood_tasks", "ood_tasks_sampled"]
-        if which == "test" and settings.divergence_pivots:
+        if which == "test" and settings.per_arm.divergence_pivots:
             parts.append("divergence")
     if wants_curve(spec, settings):
         parts.append("curve")
@@ -350,7 +341,7 @@ def execute_part(spec: RunSpec, settings: RunSettings, part: str) -> dict[str, A
 
 
 def _run_part(spec: RunSpec, settings: RunSettings, part: str, folder: Path) -> dict[str, Any]:
-    model = settings.base_model if spec.arm == "base" else str(folder / "train" / "final")
+    model = str(folder / "train" / "final") if ARM[spec.arm].trained else settings.base_model
     if part == "train":
         _say(f"[{folder.name}] training {spec.arm} ({spec.run_steps(settings)} steps, lr {spec.lr:g}"
              + (f", from {spec.init}" if spec.init else "") + ") ...")
@@ -371,9 +362,9 @@ def _run_part(spec: RunSpec, settings: RunSettings, part: str, folder: Path) -> 
         _say(f"[{folder.name}] task success along training ...")
         result = {"points": task_curve(spec, settings, folder)}
     elif part == "divergence":
-        _say(f"[{folder.name}] KL to the base and entropy at {settings.divergence_pivots} test pivots ...")
+        _say(f"[{folder.name}] KL to the base and entropy at {settings.per_arm.divergence_pivots} test pivots ...")
         result = divergence(model, settings.base_model, settings.test_pivots, settings.sampling(), seed=spec.seed,
-                            k=settings.divergence_k, limit=settings.divergence_pivots)
+                            k=settings.per_arm.divergence_k, limit=settings.per_arm.divergence_pivots)
         _say(f"[{folder.name}] divergence: KL {result['kl_per_token']:.4f} nats/token, entropy "
              f"{result['entropy_per_token']:.3f} ({result['seconds']:.0f} s)")
     else:
@@ -493,26 +484,23 @@ def run_many(specs: Sequence[RunSpec], settings: RunSettings, workers: int = 1) 
 def _train(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
     if spec.lr is None or (spec.pivots is None and spec.tasks is None):
         raise ValueError(f"arm {spec.arm!r} needs training data (pivots or tasks) and a learning rate")
-    if spec.arm in SFT_ARMS:
-        return _train_sft(spec, settings, out)
-    if spec.arm in EPISODE_ARMS:
-        return _train_episodes(spec, settings, out)
-    return _train_rl(spec, settings, out)
+    return {"sft": _train_sft, "episodes": _train_episodes, "pivotrl": _train_rl}[ARM[spec.arm].trainer](
+        spec, settings, out)
 
 
 def trainer_fields(spec: RunSpec, settings: RunSettings, out: Path, rows_per_step: int) -> dict[str, Any]:
     """What every trainer of the demo shares beyond its own settings: checkpoints (the curve's, or
-    ``settings.save_every`` ones that an interrupted training resumes from), micro-batches, device and prompts."""
+    ``settings.per_arm.save_every`` ones that an interrupted training resumes from), micro-batches, device and prompts."""
     curve = _curve_checkpoints(spec, settings)
-    resume = bool(settings.save_every) and _has_checkpoint(out)
-    fields: dict[str, Any] = {"save_every": curve or settings.save_every,
-                              "save_total_limit": None if curve or not settings.save_every else 1,
+    resume = bool(settings.per_arm.save_every) and _has_checkpoint(out)
+    fields: dict[str, Any] = {"save_every": curve or settings.per_arm.save_every,
+                              "save_total_limit": None if curve or not settings.per_arm.save_every else 1,
                               "overwrite_output_dir": not resume, "device": settings.device,
                               "num_threads": settings.num_threads}
     if resume:
         fields["resume_from"] = "latest"
-    if settings.micro_batch_rows:
-        fields["grad_accum_steps"] = max(1, math.ceil(rows_per_step / settings.micro_batch_rows))
+    if settings.per_arm.micro_batch_rows:
+        fields["grad_accum_steps"] = max(1, math.ceil(rows_per_step / settings.per_arm.micro_batch_rows))
     return fields
 
 
@@ -522,31 +510,29 @@ def _has_checkpoint(out: Path) -> bool:
 
 def rl_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
     """The :class:`~pivot_envs.trainers.config.PivotRLConfig` of an RL arm (as a dict)."""
+    per_arm = settings.per_arm
     cfg: dict[str, Any] = dict(
         model=spec.init or settings.base_model, output_dir=str(out), domain=settings.domain,
         pivots=spec.pivots, seed=spec.seed, steps=spec.run_steps(settings),
-        pivots_per_step=settings.pivots_per_step,
-        group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
-        max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
-        beta=settings.beta, zero_variance=settings.zero_variance, max_resample=settings.max_resample,
+        pivots_per_step=per_arm.pivots_per_step,
+        group_size=per_arm.group_size, temperature=1.0, max_new_tokens=per_arm.max_new_tokens,
+        max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant", warmup_steps=per_arm.warmup_steps,
+        beta=per_arm.beta, zero_variance=per_arm.zero_variance, max_resample=per_arm.max_resample,
         log_every=10 ** 6, plots=True,
-        **trainer_fields(spec, settings, out, settings.pivots_per_step * settings.group_size),
+        **trainer_fields(spec, settings, out, per_arm.pivots_per_step * per_arm.group_size),
         **lora_fields(settings),
     )
     if settings.engine.kind != "hf" or settings.engine.tools != "auto":
         cfg.update(rl_fields(settings.engine))
         if settings.engine.kind == "vllm":
-            cfg["sampling_batch_size"] = settings.eval_batch
-    if spec.arm == "strict_reward":
-        cfg["verifier"] = "strict"
-    if spec.arm == "pvpo":
-        cfg.update(advantage="pvpo", zero_variance="keep", pvpo_drop_solved=True, pvpo_inject_expert=True)
+            cfg["sampling_batch_size"] = per_arm.eval_batch
+    cfg.update(ARM[spec.arm].options)
     return cfg
 
 
 def lora_fields(settings: RunSettings) -> dict[str, Any]:
     """The trainer's LoRA fields of an RL arm (none for full fine-tuning)."""
-    r = settings.rl_lora_r
+    r = settings.per_arm.rl_lora_r
     return {"lora_r": r, "lora_alpha": 2 * r, "lora_target_modules": "all-linear"} if r else {}
 
 
@@ -560,8 +546,8 @@ def _train_rl(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]
 
     progress = _progress(out, spec.run_steps(settings), describe)
     result = train_pivotrl(rl_config(spec, settings, out), on_step=progress)
-    return rl_summary(read_metrics(result.metrics_path), settings.group_size, result.seconds,
-                      pass_steps=steps_per_pass(spec.pivots, settings.pivots_per_step))
+    return rl_summary(read_metrics(result.metrics_path), settings.per_arm.group_size, result.seconds,
+                      pass_steps=steps_per_pass(spec.pivots, settings.per_arm.pivots_per_step))
 
 
 def steps_per_pass(pivots: str | None, pivots_per_step: int) -> int | None:
@@ -578,21 +564,23 @@ def episode_config(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str,
 
     A step takes ``pivots_per_step // 4`` tasks (at least 1): a task is ~4-6 turns, so a step costs about
     as many rollout turns as a PivotRL step over ``pivots_per_step`` pivots."""
-    tasks_per_step = max(1, settings.pivots_per_step // 4)
+    per_arm = settings.per_arm
+    tasks_per_step = max(1, per_arm.pivots_per_step // 4)
     cfg: dict[str, Any] = dict(
         model=settings.base_model, output_dir=str(out), domain=settings.domain,
-        tasks=spec.tasks, seed=spec.seed, steps=settings.steps, tasks_per_step=tasks_per_step,
-        group_size=settings.group_size, temperature=1.0, max_new_tokens=settings.max_new_tokens,
+        tasks=spec.tasks, seed=spec.seed, steps=per_arm.steps, tasks_per_step=tasks_per_step,
+        group_size=per_arm.group_size, temperature=1.0, max_new_tokens=per_arm.max_new_tokens,
         max_prompt_tokens=settings.max_context_tokens, lr=spec.lr, lr_schedule="constant",
-        warmup_steps=settings.warmup_steps, beta=settings.beta, loss_agg="token", zero_variance="skip",
-        max_turns=settings.max_turns, rollout="arpo" if spec.arm == "arpo" else "group",
-        arpo_initial=max(1, settings.group_size // 2), log_every=10 ** 6, plots=True,
-        episode_workers=1, turn_credit=TURN_CREDIT if spec.arm == "e2e_credit" else 0.0,
-        **trainer_fields(spec, settings, out, tasks_per_step * settings.group_size * settings.max_turns),
+        warmup_steps=per_arm.warmup_steps, beta=per_arm.beta, loss_agg="token", zero_variance="skip",
+        max_turns=per_arm.max_turns, rollout="group",
+        arpo_initial=max(1, per_arm.group_size // 2), log_every=10 ** 6, plots=True,
+        episode_workers=1, turn_credit=0.0,
+        **trainer_fields(spec, settings, out, tasks_per_step * per_arm.group_size * per_arm.max_turns),
         **lora_fields(settings),
     )
     if settings.engine.kind != "hf" or settings.engine.tools != "auto":
         cfg.update(rl_fields(settings.engine))
+    cfg.update(ARM[spec.arm].options)
     return cfg
 
 
@@ -607,7 +595,7 @@ def _train_episodes(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str
     progress = _progress(out, spec.run_steps(settings), describe)
     result = train_episode_rl(episode_config(spec, settings, out), on_step=progress)
     rows = read_metrics(result.metrics_path)
-    summary = rl_summary(rows, settings.group_size, result.seconds)
+    summary = rl_summary(rows, settings.per_arm.group_size, result.seconds)
     summary.update(kind="episodes", rollouts=sum(int(r.get("rollout_turns") or 0) for r in rows),
                    tool_calls=sum(int(r.get("tool_calls") or 0) for r in rows),
                    branches=sum(int(r.get("branches") or 0) for r in rows),
@@ -653,14 +641,14 @@ def rl_summary(rows: Sequence[dict[str, Any]], group_size: int, seconds: float,
 
 
 def _train_sft(spec: RunSpec, settings: RunSettings, out: Path) -> dict[str, Any]:
-    fields = trainer_fields(spec, settings, out, settings.pivots_per_step)
-    fields["save_every"] = settings.save_every  # SFT has no curve
+    fields = trainer_fields(spec, settings, out, settings.per_arm.pivots_per_step)
+    fields["save_every"] = settings.per_arm.save_every  # SFT has no curve
     if settings.engine.tools != "auto":
         fields["prompt_tools"] = settings.engine.tools
     cfg = SFTConfig(model=spec.init or settings.base_model, output_dir=str(out), domain=settings.domain,
                     pivots=spec.pivots, seed=spec.seed, steps=spec.run_steps(settings),
-                    batch_size=settings.pivots_per_step,
-                    lr=spec.lr, lr_schedule="constant", warmup_steps=settings.warmup_steps,
+                    batch_size=settings.per_arm.pivots_per_step,
+                    lr=spec.lr, lr_schedule="constant", warmup_steps=settings.per_arm.warmup_steps,
                     max_prompt_tokens=settings.max_context_tokens, log_every=10 ** 6, plots=True, **fields)
     progress = _progress(out, spec.run_steps(settings), lambda r: f"loss {r.get('loss', float('nan')):.4f}")
     result = train_sft(cfg, on_step=progress)
@@ -678,10 +666,10 @@ def _evaluate(model: str, which: str, spec: RunSpec, settings: RunSettings, fold
     Per-item outcomes go to ``{which}_items.json`` for the paired comparisons of the report."""
     test = which == "test"
     probes: bool | list[Any] = test
-    if test and settings.probe_set == "few_shot":
-        probes = few_shot_probe_set(settings.probes_per_kind)
+    if test and settings.per_arm.probe_set == "few_shot":
+        probes = few_shot_probe_set(settings.per_arm.probes_per_kind)
     report = pivot_report(model, settings.test_pivots if test else settings.val_pivots, settings.sampling(),
-                          seed=spec.seed, k=settings.eval_k if test else 0, probes=probes)
+                          seed=spec.seed, k=settings.per_arm.eval_k if test else 0, probes=probes)
     items = item_outcomes(report)
     for key in ("per_pivot", "episode_rows", "episodes_sampled_rows"):
         report.pop(key, None)
@@ -695,11 +683,11 @@ def play_plan(part: str, settings: RunSettings) -> dict[str, Any]:
     prefix, sampled = PLAYS[part]
     if prefix == "val_task":
         return {"domain": settings.domain, "tasks": settings.val_tasks, "temperature": 1.0,
-                "repeats": settings.val_episode_k}
+                "repeats": settings.per_arm.val_episode_k}
     ood = prefix == "ood_task"
     if ood and not (settings.ood_domain and settings.ood_tasks):
         raise ValueError(f"part {part}: the run has no OOD domain and tasks")
-    repeats = (settings.ood_episode_k if ood else settings.episode_k) if sampled else 1
+    repeats = (settings.per_arm.ood_episode_k if ood else settings.per_arm.episode_k) if sampled else 1
     return {"domain": settings.ood_domain if ood else settings.domain,
             "tasks": settings.ood_tasks if ood else settings.test_tasks,
             "temperature": 1.0 if sampled else 0.0, "repeats": repeats}
@@ -714,7 +702,7 @@ def _evaluate_tasks(model: str, part: str, spec: RunSpec, settings: RunSettings,
     prefix, sampled = PLAYS[part]
     key = "episodes_sampled" if sampled else "episodes"
     report = play_tasks(model, plan["domain"], plan["tasks"], settings.sampling(), seed=spec.seed,
-                        temperature=plan["temperature"], repeats=plan["repeats"], max_turns=settings.max_turns)
+                        temperature=plan["temperature"], repeats=plan["repeats"], max_turns=settings.per_arm.max_turns)
     items = {k.replace("task_", f"{prefix}_", 1): v for k, v in item_outcomes(report).items() if k.startswith("task_")}
     report.pop(f"{key}_rows" if sampled else "episode_rows", None)
     (folder / f"{part}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
@@ -806,16 +794,16 @@ def task_curve(spec: RunSpec, settings: RunSettings, folder: Path) -> list[dict[
         step = int(ckpt.name.split("-")[-1])
         turns = spec.profile_rollouts + int(rows.get(step, {}).get("cumulative_rollout_turns") or 0)
         entry: dict[str, Any] = {"step": step, "rollout_turns": turns}
-        with eval_agents(str(ckpt / "model"), settings.engine, seed=spec.seed, max_new_tokens=settings.max_new_tokens,
-                         max_prompt_tokens=settings.max_context_tokens, batch_size=settings.eval_batch,
+        with eval_agents(str(ckpt / "model"), settings.engine, seed=spec.seed, max_new_tokens=settings.per_arm.max_new_tokens,
+                         max_prompt_tokens=settings.max_context_tokens, batch_size=settings.per_arm.eval_batch,
                          num_threads=settings.num_threads, device=settings.device) as agent:
             for key, temperature, repeats in (("task_success_greedy", 0.0, 1),
-                                              ("task_success", 1.0, settings.episode_k)):
+                                              ("task_success", 1.0, settings.per_arm.episode_k)):
                 if repeats < 1:
                     continue
                 rep = evaluate_episodes({"domains": {}, "overall": {}, "settings": {}}, agent(temperature),
-                                        {settings.domain: settings.test_tasks}, max_turns=settings.max_turns,
-                                        limit=settings.curve_tasks, seed=spec.seed, batch_size=settings.eval_batch,
+                                        {settings.domain: settings.test_tasks}, max_turns=settings.per_arm.max_turns,
+                                        limit=settings.per_arm.curve_tasks, seed=spec.seed, batch_size=settings.per_arm.eval_batch,
                                         repeats=repeats)
                 entry[key] = rep["overall"]["episodes"]["success"]
         points.append(entry)

@@ -59,8 +59,9 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.envs_data import generator, load_pivots, load_trajectories
 from pivot_envs.episodes import resolve_tasks
-from pivot_envs.experiments.arms import (ARMS, CHAINED_ARMS, EPISODE_ARMS, RunSettings, RunSpec, execute_run,
-                                        parts_seconds, quiet_transformers, read_run, run_dir, run_many)
+from pivot_envs.experiments.arm_table import ARM, ARM_NAMES, Arm
+from pivot_envs.experiments.arms import (ArmSettings, RunSettings, RunSpec, execute_run, parts_seconds,
+                                        quiet_transformers, read_run, run_dir, run_many)
 from pivot_envs.experiments.base_model import BaseRecipe, build_base_model, read_base_report
 from pivot_envs.experiments.engines import ENGINES, EngineSettings, eval_agents, resolve_engine
 from pivot_envs.experiments.evaluation import Sampling
@@ -95,7 +96,7 @@ class DemoConfig:
         kinds: pivot kinds kept (``pivot.meta["kind"]``, e.g. ``tool_call``); empty: all.
         seed: seeds the data split, the base model, the profile, the filters and the first arm seed.
         seeds: seeds of the main arms (``base``, ``sft``, ``pivotrl``): ``seed, seed + 1, ...``.
-        arms: arms to run (names of :data:`pivot_envs.experiments.arms.ARMS`).
+        arms: arms to run (names of :data:`pivot_envs.experiments.arm_table.ARMS`).
         base_fraction: share of the training trajectories the base model learns from.
         val_fraction: share of the other training trajectories set aside for validation.
         base_sees_candidates: the base model also learns from the candidates' trajectories (the
@@ -104,6 +105,8 @@ class DemoConfig:
         max_candidates: cap on D_cand (a seeded sample; ``None``: all).
         max_val: cap on validation pivots.
         max_test: cap on test pivots (a seeded sample of the test split; ``None``: all).
+        per_arm: how every arm is trained and evaluated (steps, batch, G, KL, warm-up, evaluation sizes...:
+            :class:`~pivot_envs.experiments.arms.ArmSettings`, which every run holds as it is).
         base: the base model recipe.
         profile_k: K, samples per candidate when profiling with the base model.
         lambda_diff: lambda of D_adv (``mean < lambda``) when no grid is searched.
@@ -113,37 +116,18 @@ class DemoConfig:
         sft_long_steps: steps of the ``sft_long`` arm (SFT trained longer on the same pivots, until it loses OOD
             ability: the paper's retention claim needs an SFT that dropped).
         sft_long_lr: its learning rate (``None``: the SFT arm's).
-        zero_variance: the RL arms' flat groups: ``skip`` or ``resample`` (sampled again up to ``max_resample``
-            times).
-        max_resample: extra sampling rounds of a flat group with ``resample``.
-        divergence_pivots: test pivots at which each arm's KL to the base and entropy are measured (``0``: none).
-        divergence_k: samples per pivot of that measure.
         dedup_actions: D_adv keeps one pivot per expert action (the paper's "commands de-duplicated"; the random
             ablation draws from the de-duplicated pool too).
-        steps: optimiser steps of every trained arm.
-        pivots_per_step: pivots per step (SFT batch and RL minibatch alike).
-        group_size: G, RL samples per pivot.
-        beta: KL coefficient of the RL arms.
         rl_lr: PivotRL learning rate when no grid is searched (also used by the ablation arms).
         rl_lr_grid: RL learning rates tried on the validation split.
         sft_lr: SFT learning rate when no grid is searched.
         sft_lr_grid: SFT learning rates tried on the validation split.
-        rl_lora_r: LoRA rank of the RL arms' policy (alpha = 2 x rank, every linear layer, merged into each saved
-            model); ``0``: full fine-tuning. SFT stays full fine-tuning.
-        max_new_tokens: longest sampled action.
-        eval_k: samples per test pivot for mean@k.
         verifier_pivots: pivots per domain in the verifier summary (``0``: no summary).
         extra_trajectories: more trajectories generated for the base model by the domain's generator
             (another seed than the bundled data's; never test tasks): more, and more varied, data so that the
             base generalises instead of memorising.
         max_test_tasks: cap on the held-out tasks played to the end (a seeded sample of the test split's
             trajectories; ``None``: all); ``0``: no task-success evaluation.
-        episode_k: temperature-1 episodes per held-out task (task success pass@1 = their mean).
-        max_turns: assistant turns before an episode is cut (evaluation and E2E training).
-        warmup_steps: learning-rate warm-up steps of every trained arm.
-        curve_every: evaluate task success at every ``curve_every`` steps of the RL arms (Figure 1's
-            curve of task success against rollout turns); ``0``: none.
-        curve_tasks: held-out tasks played at each curve point (``None``: all).
         curve_first_seed_only: only the first seed's runs get a curve (the others' curves cost as much again
             each); otherwise the report averages the seeds' curves.
         extra_test_tasks: more held-out tasks generated by the domain's generator (seed ``TEST_SEED + seed``,
@@ -174,18 +158,9 @@ class DemoConfig:
         val_tasks: generated validation tasks (seed ``VAL_SEED + seed``; never a held-out task or one any model
             learned from); when > 0, the grids are chosen by validation **task success** at T=1 on them (the
             held-out metric), not by per-turn accuracy on the validation pivots.
-        val_episode_k: T=1 episodes per validation task.
         ood_domain: a built-in domain the arms never train on, whose task success is the OOD measure beside the
             probes (the pretrained model learns it in its warm-up).
         ood_tasks: held-out tasks of ``ood_domain``: its bundled test split's, then generated ones.
-        ood_episode_k: T=1 episodes per OOD task (beside one greedy).
-        probe_set: the OOD probes: ``builtin`` (the tiny model's 200, learned by its base) or ``few_shot`` (8 families
-            of few-shot questions a pretrained chat model partly answers: :mod:`~pivot_envs.experiments.few_shot_probes`).
-        probes_per_kind: few-shot probe items per family.
-        eval_batch: pivots (or live episodes) per engine call in evaluation.
-        micro_batch_rows: rows per forward/backward pass of the trained arms (``0``: a whole step at once).
-        save_every: checkpoints of the trained arms every this-many steps (an interrupted training resumes from
-            the last one; ``0``: none).
     """
 
     domain: str = "terminal"
@@ -200,6 +175,7 @@ class DemoConfig:
     max_candidates: int | None = None
     max_val: int = 80
     max_test: int | None = 150
+    per_arm: ArmSettings = field(default_factory=ArmSettings)
     base: BaseRecipe = field(default_factory=lambda: BaseRecipe(vocab_size=4096, max_context_tokens=256, steps=400))
     profile_k: int = 8
     lambda_diff: float = 1.0
@@ -208,29 +184,13 @@ class DemoConfig:
     dedup_actions: bool = False
     sft_long_steps: int = 160  # 4 x the default steps
     sft_long_lr: float | None = None
-    zero_variance: str = "skip"
-    max_resample: int = 2
-    divergence_pivots: int = 0
-    divergence_k: int = 4
-    steps: int = 40
-    pivots_per_step: int = 8
-    group_size: int = 8
-    beta: float = 0.05
     rl_lr: float = 1e-4
     rl_lr_grid: tuple[float, ...] = ()
     sft_lr: float = 3e-4
     sft_lr_grid: tuple[float, ...] = ()
-    rl_lora_r: int = 0
-    max_new_tokens: int = 96
-    eval_k: int = 4
     verifier_pivots: int = 60
     extra_trajectories: int = 0
     max_test_tasks: int | None = None
-    episode_k: int = 2
-    max_turns: int = 8
-    warmup_steps: int = 3
-    curve_every: int = 0
-    curve_tasks: int | None = 40
     curve_first_seed_only: bool = True
     extra_test_tasks: int = 0
     prebuilt_base: str | None = None
@@ -245,46 +205,42 @@ class DemoConfig:
     warmup: WarmupRecipe | None = None
     prebuilt_warmup: str | None = None
     val_tasks: int = 0
-    val_episode_k: int = 1
     ood_domain: str | None = None
     ood_tasks: int = 0
-    ood_episode_k: int = 1
-    probe_set: str = "builtin"
-    probes_per_kind: int = 30
-    eval_batch: int = 16
-    micro_batch_rows: int = 0
-    save_every: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.base, dict):
             self.base = BaseRecipe(**self.base)
+        if isinstance(self.per_arm, dict):
+            self.per_arm = ArmSettings(**self.per_arm)
         if isinstance(self.warmup, dict):
             self.warmup = WarmupRecipe(**self.warmup)
         if self.engine not in ENGINES:
             raise ValueError(f"DemoConfig.engine {self.engine!r}: use one of {', '.join(ENGINES)}")
-        if self.probe_set not in ("builtin", "few_shot"):
-            raise ValueError(f"DemoConfig.probe_set {self.probe_set!r}: use builtin or few_shot")
+        if self.per_arm.probe_set not in ("builtin", "few_shot"):
+            raise ValueError(f"DemoConfig.per_arm.probe_set {self.per_arm.probe_set!r}: use builtin or few_shot")
         if self.ood_domain is not None and self.ood_domain == self.domain:
             raise ValueError(f"DemoConfig.ood_domain {self.ood_domain!r} is the arms' own domain: choose another")
-        if self.val_tasks < 0 or self.ood_tasks < 0 or self.val_episode_k < 1 or self.ood_episode_k < 1:
-            raise ValueError("DemoConfig: val_tasks and ood_tasks must be >= 0, val_episode_k and ood_episode_k >= 1")
+        if self.val_tasks < 0 or self.ood_tasks < 0 or self.per_arm.val_episode_k < 1 or self.per_arm.ood_episode_k < 1:
+            raise ValueError("DemoConfig: val_tasks and ood_tasks must be >= 0, per_arm.val_episode_k and "
+                             "per_arm.ood_episode_k >= 1")
         for name in ("kinds", "arms", "lambda_grid", "rl_lr_grid", "sft_lr_grid"):
             setattr(self, name, tuple(getattr(self, name)))
-        unknown = [a for a in self.arms if a not in ARMS]
+        unknown = [a for a in self.arms if a not in ARM]
         if unknown:
-            raise ValueError(f"DemoConfig.arms: unknown arm {unknown[0]!r}; arms: {', '.join(ARMS)}")
-        if "pivotrl" not in self.arms and any(a in self.arms for a in ("no_filter", "strict_reward")):
-            raise ValueError("DemoConfig.arms: no_filter and strict_reward are ablations of pivotrl; add pivotrl")
-        if "sft_pivotrl" in self.arms and "sft" not in self.arms:
-            raise ValueError("DemoConfig.arms: sft_pivotrl starts from the sft arm's model; add sft")
+            raise ValueError(f"DemoConfig.arms: unknown arm {unknown[0]!r}; arms: {', '.join(ARM_NAMES)}")
+        for need, why in (n for a in self.arms for n in ARM[a].needs):
+            if need not in self.arms:
+                raise ValueError(f"DemoConfig.arms: {why}; add {need}")
         if self.sft_long_steps < 1:
             raise ValueError(f"DemoConfig.sft_long_steps {self.sft_long_steps}: must be >= 1")
-        if self.seeds < 1 or self.steps < 1 or self.group_size < 2 or self.profile_k < 2:
-            raise ValueError("DemoConfig: seeds and steps must be >= 1, group_size and profile_k >= 2")
+        if self.seeds < 1 or self.per_arm.steps < 1 or self.per_arm.group_size < 2 or self.profile_k < 2:
+            raise ValueError("DemoConfig: seeds and per_arm.steps must be >= 1, per_arm.group_size and profile_k >= 2")
         if self.max_candidates is not None and self.max_candidates < 1:
             raise ValueError(f"DemoConfig.max_candidates {self.max_candidates}: profile at least one candidate")
-        if self.rl_lora_r < 0:
-            raise ValueError(f"DemoConfig.rl_lora_r {self.rl_lora_r}: must be >= 0 (--rl-lora-r; 0: full fine-tuning)")
+        if self.per_arm.rl_lora_r < 0:
+            raise ValueError(f"DemoConfig.per_arm.rl_lora_r {self.per_arm.rl_lora_r}: must be >= 0 (--rl-lora-r; 0: full "
+                             "fine-tuning)")
         if not (self.rl_lr > 0 and self.sft_lr > 0 and all(lr > 0 for lr in self.rl_lr_grid + self.sft_lr_grid)):
             raise ValueError("DemoConfig: learning rates must be > 0 (--rl-lr, --sft-lr)")
         if not (0 < self.base_fraction < 1 and 0 <= self.val_fraction < 1):
@@ -310,9 +266,10 @@ def quick_config(seed: int = 0, domain: str | None = None) -> DemoConfig:
     one episode per task at temperature 1 and one greedy; mean@2 at the test pivots. A first run with two
     episodes per task and mean@4 took 798 s of stages on 2 idle cores; this keeps the demo near 10 minutes."""
     return DemoConfig(seed=seed, arms=("base", "sft", "pivotrl"), base=dataclasses.replace(QUICK_BASE),
-                      extra_trajectories=2000, max_candidates=128, steps=8, warmup_steps=2, pivots_per_step=32,
-                      group_size=4, rl_lr=3e-4, sft_lr=3e-4, max_test=100, max_val=64, episode_k=1, eval_k=2,
+                      extra_trajectories=2000, max_candidates=128, rl_lr=3e-4, sft_lr=3e-4, max_test=100, max_val=64,
                       verifier_pivots=30, extra_test_tasks=150, prebuilt_base=SHIPPED_BASE,
+                      per_arm=ArmSettings(steps=8, warmup_steps=2, pivots_per_step=32, group_size=4, episode_k=1,
+                                          eval_k=2),
                       **({"domain": domain} if domain else {}))
 
 
@@ -327,11 +284,13 @@ def full_config(seed: int = 0, seeds: int = 3, domain: str | None = None) -> Dem
     would take over two hours before any arm ran. Held-out tasks: the bundled test split's plus 150 generated
     (201, an interval of about +-8 points), one episode per task at temperature 1 and one greedy; every test
     pivot, mean@2."""
-    return DemoConfig(seed=seed, seeds=seeds, arms=ARMS, base=dataclasses.replace(QUICK_BASE), extra_trajectories=2000,
-                      prebuilt_base=SHIPPED_BASE, max_candidates=384, rl_lr_grid=(1e-4, 3e-4, 1e-3),
-                      sft_lr_grid=(3e-4, 1e-3), steps=12, warmup_steps=2, pivots_per_step=32, group_size=4,
-                      max_test=None, eval_k=2, episode_k=1, extra_test_tasks=150, curve_every=6, curve_tasks=None,
-                      val_tasks=FULL_VAL_TASKS, sft_long_steps=48, **({"domain": domain} if domain else {}))
+    return DemoConfig(seed=seed, seeds=seeds, arms=ARM_NAMES, base=dataclasses.replace(QUICK_BASE),
+                      extra_trajectories=2000, prebuilt_base=SHIPPED_BASE, max_candidates=384,
+                      rl_lr_grid=(1e-4, 3e-4, 1e-3), sft_lr_grid=(3e-4, 1e-3), max_test=None, extra_test_tasks=150,
+                      val_tasks=FULL_VAL_TASKS, sft_long_steps=48,
+                      per_arm=ArmSettings(steps=12, warmup_steps=2, pivots_per_step=32, group_size=4, eval_k=2,
+                                          episode_k=1, curve_every=6, curve_tasks=None),
+                      **({"domain": domain} if domain else {}))
 
 
 FULL_VAL_TASKS = 200
@@ -358,10 +317,9 @@ def with_budget(cfg: DemoConfig, *, steps: int | None = None, candidates: int | 
     ``candidates`` profiled (the pool D_adv comes from), fixed learning rates (a fixed rate replaces the
     arm's grid, so the selection does not train that arm at other rates) and the RL arms' LoRA rank."""
     changes: dict[str, Any] = {}
-    if rl_lora_r is not None:
-        changes["rl_lora_r"] = rl_lora_r
-    if steps is not None:
-        changes["steps"] = steps
+    per_arm = {k: v for k, v in (("rl_lora_r", rl_lora_r), ("steps", steps)) if v is not None}
+    if per_arm:
+        changes["per_arm"] = dataclasses.replace(cfg.per_arm, **per_arm)
     if candidates is not None:
         changes["max_candidates"] = candidates
     if rl_lr is not None:
@@ -397,45 +355,46 @@ def real_config(seed: int = 0, model: str = "smollm2", engine: str = "auto", dom
     return DemoConfig(seed=seed, model=model, engine=engine, arms=("base", "sft", "pivotrl", "sft_pivotrl", "sft_long"),
                       warmup=dataclasses.replace(SMOLLM2_WARMUP),
                       prebuilt_warmup=SHIPPED_WARMUP if model == "smollm2" else None, prompt_tools="none",
-                      prompt_window=1024, ood_domain="search", ood_tasks=100, ood_episode_k=1, probe_set="few_shot",
-                      val_tasks=100, val_episode_k=1, max_candidates=384, profile_k=8, lambda_diff=0.75,
-                      dedup_actions=True, steps=16, warmup_steps=2, pivots_per_step=16, group_size=8,
-                      zero_variance="resample", max_resample=2, beta=0.0, rl_lr=2e-4, rl_lora_r=16, sft_lr=1e-5,
-                      sft_long_steps=64, sft_long_lr=3e-5, max_test=None, max_val=64, eval_k=4, episode_k=4,
-                      divergence_pivots=48, divergence_k=4, extra_test_tasks=150, max_new_tokens=96, max_turns=8,
-                      verifier_pivots=0, workers=1, eval_batch=32, micro_batch_rows=8, save_every=4,
-                      min_train_pivots=16, **({"domain": domain} if domain else {}))
+                      prompt_window=1024, ood_domain="search", ood_tasks=100, val_tasks=100, max_candidates=384,
+                      profile_k=8, lambda_diff=0.75, dedup_actions=True, rl_lr=2e-4, sft_lr=1e-5, sft_long_steps=64,
+                      sft_long_lr=3e-5, max_test=None, max_val=64, extra_test_tasks=150, verifier_pivots=0, workers=1,
+                      min_train_pivots=16,
+                      per_arm=ArmSettings(steps=16, warmup_steps=2, pivots_per_step=16, group_size=8,
+                                          zero_variance="resample", max_resample=2, beta=0.0, rl_lora_r=16, eval_k=4,
+                                          episode_k=4, divergence_pivots=48, divergence_k=4, max_new_tokens=96,
+                                          max_turns=8, eval_batch=32, micro_batch_rows=8, save_every=4,
+                                          ood_episode_k=1, probe_set="few_shot", val_episode_k=1),
+                      **({"domain": domain} if domain else {}))
 
 
 def smoke_pretrained_config(seed: int = 0, model: str | None = None, engine: str = "hf") -> DemoConfig:
     """A seconds-long run of the pretrained path (tests): a small ``hf:`` model (default: the shipped tiny base,
     taken as if it were a pretrained chat model), a two-step warm-up, the three arms, validation, held-out and OOD
     tasks of two each."""
-    return DemoConfig(
-        seed=seed, model=model or f"hf:{SHIPPED_BASE}", engine=engine, arms=("base", "sft", "pivotrl"),
-        warmup=WarmupRecipe(trajectories=6, ood_trajectories=3, lora_r=2, lora_alpha=4, lr=1e-3, warmup_steps=1,
-                            batch=2, max_steps=2, check_every=1, check_tasks=2, max_tokens=128, autocast=False,
-                            threads=1),
-        prompt_tools="none", prompt_window=128, ood_domain="search", ood_tasks=2, probe_set="few_shot",
-        probes_per_kind=1, val_tasks=2, max_candidates=6, max_val=2, max_test=3, max_test_tasks=2, profile_k=2,
-        min_train_pivots=2, steps=1, warmup_steps=1, pivots_per_step=2, group_size=2, rl_lr_grid=(1e-3,),
-        sft_lr_grid=(1e-3,), max_new_tokens=8, eval_k=0, verifier_pivots=0, workers=1, threads=1, max_turns=2,
-        episode_k=1, eval_batch=4, micro_batch_rows=2, save_every=1,
-    )
+    return DemoConfig(seed=seed, model=model or f"hf:{SHIPPED_BASE}", engine=engine, arms=("base", "sft", "pivotrl"),
+                      warmup=WarmupRecipe(trajectories=6, ood_trajectories=3, lora_r=2, lora_alpha=4, lr=1e-3,
+                                          warmup_steps=1, batch=2, max_steps=2, check_every=1, check_tasks=2,
+                                          max_tokens=128, autocast=False, threads=1),
+                      prompt_tools="none", prompt_window=128, ood_domain="search", ood_tasks=2, val_tasks=2,
+                      max_candidates=6, max_val=2, max_test=3, max_test_tasks=2, profile_k=2, min_train_pivots=2,
+                      rl_lr_grid=(1e-3,), sft_lr_grid=(1e-3,), verifier_pivots=0, workers=1, threads=1,
+                      per_arm=ArmSettings(probe_set="few_shot", probes_per_kind=1, steps=1, warmup_steps=1,
+                                          pivots_per_step=2, group_size=2, max_new_tokens=8, eval_k=0, max_turns=2,
+                                          episode_k=1, eval_batch=4, micro_batch_rows=2, save_every=1))
 
 
 def smoke_config(seed: int = 0) -> DemoConfig:
     """A seconds-long run of every stage and arm (tests): a minute model, a handful of pivots and steps."""
-    return DemoConfig(
-        seed=seed, seeds=1, arms=ARMS, max_base=40, max_candidates=12, max_val=4, max_test=4,
-        base=BaseRecipe(hidden_size=32, n_layers=1, n_heads=2, vocab_size=400, max_context_tokens=96, steps=4,
-                        domain_batch=4, probe_batch=4, probe_items=50, warmup_steps=1),
-        profile_k=2, lambda_grid=(1.0, 0.5), min_train_pivots=4, steps=2, pivots_per_step=2, group_size=2,
-        rl_lr_grid=(1e-3,), sft_lr_grid=(1e-3,), max_new_tokens=8, eval_k=1, verifier_pivots=2, workers=1,
-        threads=1, max_test_tasks=3, episode_k=1, max_turns=3, warmup_steps=1, curve_every=1, curve_tasks=2,
-        val_tasks=3, sft_long_steps=3, dedup_actions=True, zero_variance="resample", max_resample=1,
-        divergence_pivots=2, divergence_k=1,
-    )
+    return DemoConfig(seed=seed, seeds=1, arms=ARM_NAMES, max_base=40, max_candidates=12, max_val=4, max_test=4,
+                      base=BaseRecipe(hidden_size=32, n_layers=1, n_heads=2, vocab_size=400, max_context_tokens=96,
+                                      steps=4, domain_batch=4, probe_batch=4, probe_items=50, warmup_steps=1),
+                      profile_k=2, lambda_grid=(1.0, 0.5), min_train_pivots=4, rl_lr_grid=(1e-3,), sft_lr_grid=(1e-3,),
+                      verifier_pivots=2, workers=1, threads=1, max_test_tasks=3, val_tasks=3, sft_long_steps=3,
+                      dedup_actions=True,
+                      per_arm=ArmSettings(steps=2, pivots_per_step=2, group_size=2, max_new_tokens=8, eval_k=1,
+                                          episode_k=1, max_turns=3, warmup_steps=1, curve_every=1, curve_tasks=2,
+                                          zero_variance="resample", max_resample=1, divergence_pivots=2,
+                                          divergence_k=1))
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -494,19 +453,12 @@ def run_settings(cfg: DemoConfig, out: Path, data: dict[str, Any], base: dict[st
     """What every run of this demo shares (:class:`~pivot_envs.experiments.arms.RunSettings`)."""
     return RunSettings(
         root=str(out), domain=cfg.domain, base_model=str(base["dir"]), val_pivots=data["files"]["val"],
-        test_pivots=data["files"]["test"], max_context_tokens=prompt_window(cfg),
-        max_new_tokens=cfg.max_new_tokens, steps=cfg.steps, pivots_per_step=cfg.pivots_per_step,
-        group_size=cfg.group_size, beta=cfg.beta, eval_k=cfg.eval_k,
+        test_pivots=data["files"]["test"], max_context_tokens=prompt_window(cfg), per_arm=cfg.per_arm,
         num_threads=1 if cfg.workers > 1 else torch_threads(cfg), fingerprint=base["key"],
-        warmup_steps=cfg.warmup_steps, test_tasks=data["files"].get("test_tasks"), max_turns=cfg.max_turns,
-        episode_k=cfg.episode_k, curve_every=cfg.curve_every, curve_tasks=cfg.curve_tasks,
-        curve_seed=cfg.seed if cfg.curve_first_seed_only else None, engine=engine_settings(cfg),
-        eval_batch=cfg.eval_batch, val_tasks=data["files"].get("val_tasks"), val_episode_k=cfg.val_episode_k,
-        ood_domain=cfg.ood_domain if data["files"].get("ood_tasks") else None,
-        ood_tasks=data["files"].get("ood_tasks"), ood_episode_k=cfg.ood_episode_k, probe_set=cfg.probe_set,
-        probes_per_kind=cfg.probes_per_kind, micro_batch_rows=cfg.micro_batch_rows, save_every=cfg.save_every,
-        fresh_process=cfg.engine == "vllm", rl_lora_r=cfg.rl_lora_r, divergence_pivots=cfg.divergence_pivots,
-        divergence_k=cfg.divergence_k, zero_variance=cfg.zero_variance, max_resample=cfg.max_resample,
+        test_tasks=data["files"].get("test_tasks"), curve_seed=cfg.seed if cfg.curve_first_seed_only else None,
+        engine=engine_settings(cfg), val_tasks=data["files"].get("val_tasks"),
+        ood_domain=cfg.ood_domain if data["files"].get("ood_tasks") else None, ood_tasks=data["files"].get("ood_tasks"),
+        fresh_process=cfg.engine == "vllm",
     )
 
 
@@ -518,20 +470,21 @@ def prompt_window(cfg: DemoConfig) -> int:
 def engine_settings(cfg: DemoConfig) -> EngineSettings:
     """The run's engine (``cfg.engine`` resolved: ``hf`` or ``vllm``)."""
     return EngineSettings(kind=resolve_engine(cfg.engine), dtype=cfg.engine_dtype, kv_cache_gib=cfg.kv_cache_gib,
-                          max_model_len=max(512, prompt_window(cfg) + cfg.max_new_tokens), tools=cfg.prompt_tools)
+                          max_model_len=max(512, prompt_window(cfg) + cfg.per_arm.max_new_tokens), tools=cfg.prompt_tools)
 
 
 def sampling(cfg: DemoConfig) -> Sampling:
     """The sampling settings of the in-process stages (profiling, the warm-up's band checks)."""
-    return Sampling(engine=engine_settings(cfg), max_new_tokens=cfg.max_new_tokens, max_prompt_tokens=prompt_window(cfg),
-                    batch_size=cfg.eval_batch, num_threads=torch_threads(cfg))
+    return Sampling(engine=engine_settings(cfg), max_new_tokens=cfg.per_arm.max_new_tokens,
+                    max_prompt_tokens=prompt_window(cfg),
+                    batch_size=cfg.per_arm.eval_batch, num_threads=torch_threads(cfg))
 
 
 def warmup_plan(cfg: DemoConfig, val_tasks: str | None) -> WarmupPlan:
     """The pretrained base's :class:`~pivot_envs.experiments.pretrained_base.WarmupPlan` of this config."""
     return WarmupPlan(source=parse_model(cfg.model), recipe=cfg.warmup, domain=cfg.domain, ood_domain=cfg.ood_domain,
                       seed=cfg.seed, tools=cfg.prompt_tools, window=prompt_window(cfg), extraction=EXTRACTION,
-                      val_tasks=val_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
+                      val_tasks=val_tasks, max_turns=cfg.per_arm.max_turns, max_new_tokens=cfg.per_arm.max_new_tokens)
 
 
 def machine() -> dict[str, Any]:
@@ -947,7 +900,7 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
 
     engine = engine_settings(cfg)
     fingerprint, versions = scoring_verifiers([cfg.domain])
-    key = stable_hash("profile", base["key"], cfg.profile_k, cfg.seed, cfg.max_new_tokens,
+    key = stable_hash("profile", base["key"], cfg.profile_k, cfg.seed, cfg.per_arm.max_new_tokens,
                       *((asdict(engine),) if engine != EngineSettings(max_model_len=engine.max_model_len) else ()),
                       fingerprint)
     folder = out / "data"
@@ -970,10 +923,10 @@ def stage_profile(cfg: DemoConfig, out: Path, base: dict[str, Any], data: dict[s
             say(f"  {done_n}/{total} candidates profiled ({now:.0f} s)")
 
     engine = engine_settings(cfg)
-    with eval_agents(base["dir"], engine, seed=cfg.seed, max_new_tokens=cfg.max_new_tokens,
+    with eval_agents(base["dir"], engine, seed=cfg.seed, max_new_tokens=cfg.per_arm.max_new_tokens,
                      max_prompt_tokens=prompt_window(cfg), batch_size=16, num_threads=torch_threads(cfg)) as agent:
         profiled = profile_pivots(candidates, agent(1.0), None, k=cfg.profile_k, seed=cfg.seed,
-                                  batch_pivots=16 if engine.kind == "hf" else max(16, cfg.eval_batch),
+                                  batch_pivots=16 if engine.kind == "hf" else max(16, cfg.per_arm.eval_batch),
                                   checkpoint=_fresh_checkpoint(checkpoint, key, versions), progress=progress)
     file = folder / "candidates.profiled.jsonl"
     write_jsonl(file, [p.to_dict() for p in profiled])
@@ -1078,12 +1031,13 @@ def stage_select(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], s
     evals = ("val", "val_tasks") if by_tasks else ("val",)
     selection: dict[str, Any] = {"rl_lr": cfg.rl_lr, "sft_lr": cfg.sft_lr, "lambda": cfg.lambda_diff, "trials": [],
                                  "metric": selection_metric(cfg, by_tasks)}
-    wants_rl = any(a in cfg.arms for a in ("pivotrl", "no_filter", "strict_reward", "pvpo"))
+    tuned = {ARM[a].tunes for a in cfg.arms}
+    wants_rl = "rl" in tuned
     first: list[RunSpec] = []
     if wants_rl and len(cfg.rl_lr_grid) > 0:
         first += [RunSpec("pivotrl", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", evals, rollouts)
                   for lr in cfg.rl_lr_grid]
-    if "sft" in cfg.arms and len(cfg.sft_lr_grid) > 0:
+    if "sft" in tuned and len(cfg.sft_lr_grid) > 0:
         first += [RunSpec("sft", cfg.seed, sets["adv"][lam0], lr, f"lambda={lam0}", evals) for lr in cfg.sft_lr_grid]
     if not first and not cfg.lambda_grid:
         say("  fixed settings (no grid): RL lr %g, SFT lr %g, lambda %g" % (cfg.rl_lr, cfg.sft_lr, cfg.lambda_diff))
@@ -1130,7 +1084,7 @@ def selection_metric(cfg: DemoConfig, by_tasks: bool) -> str:
     """What the selection compares, in words."""
     if by_tasks:
         return (f"validation task success (T=1 pass@1 over {cfg.val_tasks} generated validation tasks, "
-                f"{cfg.val_episode_k} episode(s) each)")
+                f"{cfg.per_arm.val_episode_k} episode(s) each)")
     return "validation per-turn accuracy (greedy, functional, on the validation pivots)"
 
 
@@ -1150,49 +1104,42 @@ def val_score(by_tasks: bool) -> Callable[[dict[str, Any]], float]:
 def stage_arms(cfg: DemoConfig, settings: RunSettings, sets: dict[str, Any], selection: dict[str, Any],
                say: Logger) -> list[dict[str, Any]]:
     """Train and test every arm (main arms at every seed); returns the ``run.json`` of each run."""
-    lam = f"{selection['lambda']:g}"
-    rollouts = sets["profile"]["stats"]["rollouts"]
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
     specs: list[RunSpec] = []
-    for arm in cfg.arms:
-        arm_seeds = seeds if arm in ("base", "sft", "pivotrl") else [cfg.seed]
-        for seed in arm_seeds:
+    for arm in (ARM[a] for a in cfg.arms):
+        for seed in seeds if arm.main else [cfg.seed]:
             # val: the base is a candidate of every selection (lr = 0), see the report; the selection seed's runs
             # also keep their validation task success (played by the selection: the same run folders)
             evals = ("val", "val_tasks", "test") if seed == cfg.seed and selection.get("metric") and \
                 settings.val_tasks else ("val", "test")
-            if arm == "base":
-                specs.append(RunSpec("base", seed, evals=evals))
-            elif arm == "sft":
-                specs.append(RunSpec("sft", seed, sets["adv"][lam], selection["sft_lr"], f"lambda={lam}", evals))
-            elif arm == "pivotrl":
-                specs.append(RunSpec("pivotrl", seed, sets["adv"][lam], selection["rl_lr"], f"lambda={lam}", evals,
-                                     rollouts))
-            elif arm == "sft_pivotrl":
-                sft = RunSpec("sft", seed, sets["adv"][lam], selection["sft_lr"], f"lambda={lam}", evals)
-                specs.append(RunSpec("sft_pivotrl", seed, sets["adv"][lam], selection["rl_lr"], f"lambda={lam}",
-                                     ("test",), rollouts, init=str(run_dir(sft, settings) / "train" / "final")))
-            elif arm == "sft_long":
-                specs.append(RunSpec("sft_long", seed, sets["adv"][lam], cfg.sft_long_lr or selection["sft_lr"],
-                                     f"lambda={lam}", ("test",), steps=cfg.sft_long_steps))
-            elif arm == "no_filter":
-                specs.append(RunSpec("no_filter", seed, sets["random"][lam], selection["rl_lr"], f"n=|D_adv({lam})|",
-                                     ("test",)))
-            elif arm == "strict_reward":
-                specs.append(RunSpec("strict_reward", seed, sets["random"][lam], selection["rl_lr"],
-                                     f"n=|D_adv({lam})|", ("test",)))
-            elif arm == "pvpo":
-                specs.append(RunSpec("pvpo", seed, sets["pvpo"], selection["rl_lr"], "pvpo", ("test",), rollouts))
-            elif arm in EPISODE_ARMS:
-                specs.append(RunSpec(arm, seed, None, selection["rl_lr"], "tasks=candidates", ("test",),
-                                     tasks=sets["train_tasks"]))
+            specs.append(arm_spec(arm, seed, evals if arm.main else ("test",), cfg, settings, sets, selection))
     todo = [s for s in specs if "test" not in read_run(s, settings)]
     if len(todo) < len(specs):
         say(f"  {len(specs) - len(todo)} of {len(specs)} runs done before")
-    todo.sort(key=lambda s: ("base", "sft").index(s.arm) + 1 if s.arm in ("base", "sft") else 0)  # longest first
-    run_many([s for s in todo if s.arm not in CHAINED_ARMS], settings, cfg.workers)
-    run_many([s for s in todo if s.arm in CHAINED_ARMS], settings, cfg.workers)  # they start from a trained arm
+    todo.sort(key=lambda s: ARM[s.arm].queue)  # longest first
+    run_many([s for s in todo if not ARM[s.arm].starts_from], settings, cfg.workers)
+    run_many([s for s in todo if ARM[s.arm].starts_from], settings, cfg.workers)  # they start from a trained arm
     return [execute_run(s, settings) for s in specs]  # all done: this only reads them back
+
+
+def arm_spec(arm: Arm, seed: int, evals: tuple[str, ...], cfg: DemoConfig, settings: RunSettings,
+             sets: dict[str, Any], selection: dict[str, Any]) -> RunSpec:
+    """The run of ``arm`` at ``seed`` (its record says what it trains on, at which rate, from which model)."""
+    if not arm.trained:
+        return RunSpec(arm.name, seed, evals=evals)
+    lam = f"{selection['lambda']:g}"
+    pivots = None if arm.pivots is None else sets[arm.pivots]
+    if isinstance(pivots, dict):  # a set per lambda
+        pivots = pivots[lam]
+    lr = (getattr(cfg, arm.lr_field) if arm.lr_field else None) or selection[f"{arm.lr}_lr"]
+    init = None
+    if arm.starts_from:
+        first = arm_spec(ARM[arm.starts_from], seed, evals, cfg, settings, sets, selection)
+        init = str(run_dir(first, settings) / "train" / "final")
+    return RunSpec(arm.name, seed, pivots, lr, arm.label.format(lam=lam), evals,
+                   sets["profile"]["stats"]["rollouts"] if arm.counts_profile else 0,
+                   tasks=sets["train_tasks"] if arm.trainer == "episodes" else None, init=init,
+                   steps=getattr(cfg, arm.steps_field) if arm.steps_field else None)
 
 
 # --------------------------------------------------------------------------- helpers

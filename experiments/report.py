@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
-from pivot_envs.experiments.arms import ARM_TITLES, ARMS
+from pivot_envs.experiments.arm_table import ARM
 from pivot_envs.experiments.comparisons import arm_intervals, paired_comparisons, turns_to_match
 from pivot_envs.experiments.plots import draw_plots
 from pivot_envs.experiments.verifier_demo import DomainSummary, markdown_report
@@ -38,11 +38,12 @@ def aggregate_arms(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if "test" in run:
             by_arm.setdefault(run["arm"], []).append(run)
     out: dict[str, dict[str, Any]] = {}
-    for arm in sorted(by_arm, key=lambda a: ARMS.index(a) if a in ARMS else len(ARMS)):
+    order = list(ARM)  # the table's order
+    for arm in sorted(by_arm, key=lambda a: order.index(a) if a in ARM else len(order)):
         rows = sorted(by_arm[arm], key=lambda r: r["seed"])
         tests = [r["test"] for r in rows]
         trains = [r.get("train") or {} for r in rows]
-        entry: dict[str, Any] = {"title": ARM_TITLES.get(arm, arm), "seeds": [r["seed"] for r in rows]}
+        entry: dict[str, Any] = {"title": ARM[arm].title if arm in ARM else arm, "seeds": [r["seed"] for r in rows]}
         for name, key in (("in_domain_accuracy", "functional"), ("strict_accuracy", "strict"),
                           ("mean_at_k_functional", "mean_at_k_functional"), ("mean_at_k_strict", "mean_at_k_strict"),
                           ("ood_accuracy", "ood_accuracy"), ("task_success", "task_success"),
@@ -536,14 +537,15 @@ def build_report(cfg: Any, *, runs: Sequence[dict[str, Any]], data: dict[str, An
         "model": ({k: base_report.get(k) for k in ("name", "spec", "parameters", "source", "fingerprint")}
                   if pretrained else {"name": "tiny", "spec": "tiny", "parameters": base_report["parameters"]}),
         "engine": getattr(cfg, "engine", "hf"),
-        "ood": ({"domain": cfg.ood_domain, "tasks": data["sizes"].get("ood_tasks"), "episode_k": cfg.ood_episode_k,
-                 "probes": cfg.probe_set} if getattr(cfg, "ood_domain", None) else {"probes": getattr(cfg, "probe_set", "builtin")}),
+        "ood": ({"domain": cfg.ood_domain, "tasks": data["sizes"].get("ood_tasks"), "episode_k": cfg.per_arm.ood_episode_k,
+                 "probes": cfg.per_arm.probe_set} if getattr(cfg, "ood_domain", None) else {"probes": cfg.per_arm.probe_set}),
         "timings": {**{f"{k}_s": v for k, v in stage_seconds.items()}, "total_s": round(wall_seconds, 1)},
         "profile": {**profile["stats"], "seconds": profile.get("seconds")},
         "filters": filters,
         "selection": selection,
         "stage_seconds": stage_seconds,
-        "settings": {k: v for k, v in cfg.to_dict().items() if k != "base"},
+        "settings": {**{k: v for k, v in cfg.to_dict().items() if k not in ("base", "per_arm")},
+                     **cfg.to_dict()["per_arm"]},  # one flat table, as before the arms' settings were nested
         "verifiers": verifiers["domains"] if verifiers else None,
     }
     mark_validation_verdicts(arms, selection)

@@ -29,9 +29,10 @@ def demo_dir(tmp_path_factory):
     from pivot_envs.experiments.demo import run_pipeline, smoke_config
 
     out = tmp_path_factory.mktemp("ablation") / "demo"
-    cfg = dataclasses.replace(smoke_config(), arms=("base", "pivotrl"), rl_lr=1e-3, rl_lr_grid=(), sft_lr_grid=(),
-                              lambda_grid=(), curve_every=0, divergence_pivots=0, verifier_pivots=0,
-                              max_test_tasks=1, eval_k=0)
+    cfg = smoke_config()
+    cfg = dataclasses.replace(cfg, arms=("base", "pivotrl"), rl_lr=1e-3, rl_lr_grid=(), sft_lr_grid=(),
+                              lambda_grid=(), verifier_pivots=0, max_test_tasks=1,
+                              per_arm=dataclasses.replace(cfg.per_arm, curve_every=0, divergence_pivots=0, eval_k=0))
     run_pipeline(cfg, out, log=lambda _: None)
     return out
 
@@ -113,13 +114,13 @@ def test_an_empty_folder_becomes_a_demo_without_its_arms_and_another_demos_folde
     cfg = dataclasses.replace(smoke_config(), engine="hf")
     folder = tmp_path / "demo"
     path = start_demo(folder, cfg)
-    assert json.loads(path.read_text())["steps"] == cfg.steps
+    assert json.loads(path.read_text())["per_arm"]["steps"] == cfg.per_arm.steps
     assert start_demo(folder, cfg) == path  # the same demo: kept as it is
     _, settings, sets = load_demo(folder, say=lambda _: None)
     assert settings.val_tasks and sets["adv"] and Path(sets["profile"]["file"]).exists()
     assert not (folder / "runs").exists() and not (folder / "report.json").exists()
     with pytest.raises(ValueError, match="demo_config.json: another demo's config is here; pass an empty --demo"):
-        start_demo(folder, dataclasses.replace(cfg, steps=cfg.steps + 1))
+        start_demo(folder, dataclasses.replace(cfg, per_arm=dataclasses.replace(cfg.per_arm, steps=cfg.per_arm.steps + 1)))
     assert _benchmark().main(["--demo", str(tmp_path / "other"), "--model", "tiny"]) == 2
     assert "for the tiny model run `pivot-envs demo --out DIR` first" in capsys.readouterr().err
     assert not (tmp_path / "other").exists()

@@ -16,7 +16,8 @@ pytest.importorskip("transformers")
 from typer.testing import CliRunner  # noqa: E402
 
 from pivot_envs.experiments.demo import DemoConfig, profile_stats, smoke_config, split_by_trajectory  # noqa: E402
-from pivot_envs.experiments.arms import ARMS, rl_summary  # noqa: E402
+from pivot_envs.experiments.arm_table import ARM_NAMES  # noqa: E402
+from pivot_envs.experiments.arms import rl_summary  # noqa: E402
 from pivot_envs.experiments.report import aggregate_arms, check_claims, mean_std, table_rows  # noqa: E402
 from pivot_envs.types import Pivot, Profile  # noqa: E402
 
@@ -32,7 +33,7 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     report = json.loads((out / "report.json").read_text())
 
     # the schema the README promises
-    assert set(report["arms"]) == set(ARMS)
+    assert set(report["arms"]) == set(ARM_NAMES)
     for name, arm in report["arms"].items():
         for key in ("in_domain_accuracy", "ood_accuracy", "rollout_turns", "strict_accuracy", "train_seconds"):
             assert key in arm, (name, key)
@@ -54,7 +55,7 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     comp = report["comparisons"]["pivotrl_vs_base"]
     assert {"diff", "ci_low", "ci_high", "p_value"} <= set(comp) and comp["ci_low"] <= comp["diff"] <= comp["ci_high"]
     assert comp["n"] == 3 and 0.0 <= comp["p_value"] <= 1.0 and comp["per_turn"]["test"] == "mcnemar-exact"
-    assert set(report["comparisons"]) == ({f"{a}_vs_base" for a in ARMS if a != "base"}
+    assert set(report["comparisons"]) == ({f"{a}_vs_base" for a in ARM_NAMES if a != "base"}
                                           | {"ood_retention", "ood_retention_sft_long"}
                                           | {"pivotrl_vs_sft", "pivotrl_vs_no_filter", "no_filter_vs_strict_reward",
                                              "e2e_credit_vs_e2e", "sft_pivotrl_vs_sft", "sft_pivotrl_vs_pivotrl",
@@ -83,10 +84,10 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     assert report["data"]["test"] == cfg.max_test and report["data"]["candidates"] == cfg.max_candidates
     assert report["profile"]["rollouts"] == cfg.max_candidates * cfg.profile_k
     assert set(report["verifiers"]) == {"tool_use", "terminal", "swe", "search"}
-    trained = [a for a in ARMS if a != "base"]
+    trained = [a for a in ARM_NAMES if a != "base"]
     for name in trained:
         arm = report["arms"][name]
-        assert arm["steps"] == (cfg.sft_long_steps if name == "sft_long" else cfg.steps), name  # the same but sft_long
+        assert arm["steps"] == (cfg.sft_long_steps if name == "sft_long" else cfg.per_arm.steps), name  # the same but sft_long
         run = out / "runs" / arm["per_seed"][0]["run"]
         assert (run / "train" / "final" / "model.safetensors").exists() and (run / "test.json").exists()
     # SFT -> PivotRL trains from the SFT run's final model; every arm's KL to the base is measured (0 for the base)
@@ -101,8 +102,8 @@ def test_smoke_demo_runs_every_stage_and_resumes(tmp_path):
     # PivotRL pays for profiling; the random-subset ablations do not
     rl = report["arms"]["pivotrl"]
     assert rl["rollout_turns"] == rl["train_rollouts"] + report["profile"]["rollouts"]
-    first_round = cfg.steps * cfg.pivots_per_step * cfg.group_size  # flat groups were sampled again (resample)
-    assert first_round <= rl["train_rollouts"] <= first_round * (1 + cfg.max_resample)
+    first_round = cfg.per_arm.steps * cfg.per_arm.pivots_per_step * cfg.per_arm.group_size  # flat groups were sampled again (resample)
+    assert first_round <= rl["train_rollouts"] <= first_round * (1 + cfg.per_arm.max_resample)
     assert report["arms"]["no_filter"]["rollout_turns"] == report["arms"]["no_filter"]["train_rollouts"]
     # selection ran on the validation tasks (task success at T=1, the held-out metric) and its seed-0 winner is
     # the pivotrl row, whose validation task success the report keeps
@@ -137,8 +138,10 @@ def test_two_workers_run_each_part_of_a_run_as_its_own_job_with_the_numbers_of_o
     jobs; two workers give the report one worker gives, with every held-out task's outcome paired."""
     from pivot_envs.experiments.demo import run_pipeline
 
-    cfg = dataclasses.replace(smoke_config(), arms=("base", "sft", "pivotrl"), rl_lr_grid=(1e-3,), lambda_grid=(1.0,),
-                              divergence_pivots=0, verifier_pivots=0)  # the every-stage smoke run measures them
+    cfg = smoke_config()
+    cfg = dataclasses.replace(cfg, arms=("base", "sft", "pivotrl"), rl_lr_grid=(1e-3,), lambda_grid=(1.0,),
+                              per_arm=dataclasses.replace(cfg.per_arm, divergence_pivots=0),
+                              verifier_pivots=0)  # the every-stage smoke run measures them
     out = tmp_path / "demo"
     reports = {}
     for workers in (2, 1):
@@ -312,11 +315,12 @@ def test_base_model_keeps_the_weights_with_the_lowest_validation_loss(tmp_path):
 
 
 def test_only_the_curve_seed_gets_a_curve_and_its_checkpoints():
-    from pivot_envs.experiments.arms import RunSettings, RunSpec, _curve_checkpoints, wants_curve
+    from pivot_envs.experiments.arms import ArmSettings, RunSettings, RunSpec, _curve_checkpoints, wants_curve
 
+    per_arm = ArmSettings(max_new_tokens=8, steps=12, pivots_per_step=4, group_size=2, beta=0.0, eval_k=1,
+                          curve_every=6)
     settings = RunSettings(root="r", domain="terminal", base_model="m", val_pivots="v", test_pivots="t",
-                           max_context_tokens=64, max_new_tokens=8, steps=12, pivots_per_step=4, group_size=2,
-                           beta=0.0, eval_k=1, test_tasks="tasks.jsonl", curve_every=6, curve_seed=0)
+                           max_context_tokens=64, per_arm=per_arm, test_tasks="tasks.jsonl", curve_seed=0)
     first, second = RunSpec("pivotrl", 0, evals=("val", "test")), RunSpec("pivotrl", 1, evals=("val", "test"))
     assert wants_curve(first, settings) and not wants_curve(second, settings)
     assert _curve_checkpoints(first, settings) == 6 and _curve_checkpoints(second, settings) == 0
@@ -403,7 +407,7 @@ def _figures(name: str, task: float, ood: float, seeds: int = 3) -> dict:
 
 
 def _summary_report(claims: list[dict]) -> dict:
-    arms = {name: _figures(name, 0.355 + 0.01 * i, 0.710) for i, name in enumerate(ARMS)}
+    arms = {name: _figures(name, 0.355 + 0.01 * i, 0.710) for i, name in enumerate(ARM_NAMES)}
     comp = {"diff": 0.045, "ci_low": -0.0001, "ci_high": 0.09, "p_value": 0.057, "n": 201,
             "per_turn": {"diff": 0.01, "ci_low": -0.02, "ci_high": 0.04, "p_value": 0.45, "n": 291}}
     return {"domain": "terminal", "seeds": [0, 1, 2], "model_params": 1_183_488, "wall_seconds": 4746.0, "arms": arms,
@@ -464,7 +468,7 @@ def test_the_printed_summary_is_readable_at_80_columns():
     assert max(len(line) for line in text.splitlines()) <= 80
     for header in ("T=1", "greedy", "OOD T=1", "cut %", "per-turn", "mean@k", "OOD probes", "turns", "train s"):
         assert f" {header} " in text, header
-    for name in ARMS:
+    for name in ARM_NAMES:
         assert f" {name} " in text, name
     assert "0.355±0.012" in text and "14,608" in text and "0.412±0.031" in text
 

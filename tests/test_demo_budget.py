@@ -92,7 +92,7 @@ def test_the_budget_options_reach_the_run_and_bad_ones_are_refused(tmp_path):
     from pivot_envs.experiments.demo import real_config, with_budget
 
     longer = with_budget(real_config(), steps=48, candidates=384, rl_lr=2e-5)
-    assert (longer.steps, longer.max_candidates, longer.rl_lr, longer.rl_lr_grid) == (48, 384, 2e-5, ())
+    assert (longer.per_arm.steps, longer.max_candidates, longer.rl_lr, longer.rl_lr_grid) == (48, 384, 2e-5, ())
     assert longer.sft_lr_grid == real_config().sft_lr_grid  # SFT's rate is still chosen
     with pytest.raises(ValueError, match="learning rates must be > 0"):
         with_budget(real_config(), sft_lr=0.0)
@@ -119,15 +119,15 @@ def test_a_budget_change_reuses_the_base_runs_evaluations_and_older_base_folders
     replays no base task; a base folder saved under the older key (which hashed the budget) is still found."""
     from dataclasses import replace
 
-    from pivot_envs.experiments.arms import RunSettings, RunSpec, run_dir
+    from pivot_envs.experiments.arms import ArmSettings, RunSettings, RunSpec, run_dir
 
+    per_arm = ArmSettings(max_new_tokens=16, steps=16, pivots_per_step=8, group_size=4, beta=0.0, eval_k=0)
     settings = RunSettings(root=str(tmp_path), domain="terminal", base_model="m", val_pivots="v.jsonl",
-                           test_pivots="t.jsonl", max_context_tokens=128, max_new_tokens=16, steps=16,
-                           pivots_per_step=8, group_size=4, beta=0.0, eval_k=0)
-    longer = replace(settings, steps=48, pivots_per_step=16, group_size=8)
+                           test_pivots="t.jsonl", max_context_tokens=128, per_arm=per_arm)
+    longer = replace(settings, per_arm=replace(per_arm, steps=48, pivots_per_step=16, group_size=8))
     base, rl = RunSpec("base", 0), RunSpec("pivotrl", 0, pivots="p.jsonl", lr=1e-5)
     assert base.key(settings) == base.key(longer) and rl.key(settings) != rl.key(longer)
-    assert base.key(settings) != base.key(replace(settings, max_new_tokens=32))  # what its numbers depend on
+    assert base.key(settings) != base.key(replace(settings, per_arm=replace(per_arm, max_new_tokens=32)))  # what its numbers depend on
     assert base.key(settings, legacy=True) != base.key(longer, legacy=True)
 
     assert run_dir(base, longer).name == base.key(longer)  # nothing saved yet: the new key

@@ -111,14 +111,14 @@ def test_the_demo_profile_checkpoint_of_other_versions_is_refused_not_dropped(tm
 
 
 def test_run_folders_are_keyed_by_the_verifier_versions(tmp_path, monkeypatch):
-    from pivot_envs.experiments.arms import RunSettings, RunSpec
+    from pivot_envs.experiments.arms import ArmSettings, RunSettings, RunSpec
     from pivot_envs.verifiers import verifier_class, verifier_names
     from pivot_envs.verifiers.defaults import default_verifier_spec
     from pivot_envs.verifiers.versions import verifier_versions
 
+    per_arm = ArmSettings(max_new_tokens=8, steps=2, pivots_per_step=2, group_size=2, beta=0.0, eval_k=1)
     settings = RunSettings(root=str(tmp_path), domain="terminal", base_model="b", val_pivots="v", test_pivots="t",
-                           max_context_tokens=64, max_new_tokens=8, steps=2, pivots_per_step=2, group_size=2, beta=0.0,
-                           eval_k=1)
+                           max_context_tokens=64, per_arm=per_arm)
     specs = [RunSpec("base", 0), RunSpec("pivotrl", 0, "p.jsonl", 1e-3)]
 
     def keys() -> list[str]:

@@ -75,9 +75,9 @@ def test_a_parts_seconds_count_every_call_that_worked_on_it(tmp_path, monkeypatc
 
     from pivot_envs.experiments import arms
 
+    per_arm = arms.ArmSettings(max_new_tokens=8, steps=4, pivots_per_step=2, group_size=2, beta=0.0, eval_k=1)
     settings = arms.RunSettings(root=str(tmp_path), domain="terminal", base_model="m", val_pivots="v",
-                                test_pivots="t", max_context_tokens=64, max_new_tokens=8, steps=4,
-                                pivots_per_step=2, group_size=2, beta=0.0, eval_k=1)
+                                test_pivots="t", max_context_tokens=64, per_arm=per_arm)
     spec = arms.RunSpec("sft", 0, evals=("test",))
     calls = []
 

@@ -1,5 +1,6 @@
-"""``PivotRLConfig`` (every knob of the PivotRL GRPO trainer) and ``PolicyConfig`` (the knobs it shares with
-the episode trainer), documented where they are declared.
+"""``PivotRLConfig`` (every knob of the PivotRL GRPO trainer), ``PolicyConfig`` (the knobs it shares with
+the episode trainer) and ``TrainerConfig`` (the knobs every trainer shares, SFT's included), documented where they
+are declared: each knob once.
 
 Build one in Python, from a dict, or from a JSON/TOML/YAML file and ``key=value``
 overrides (the CLI's ``--set``); reading, overrides and coercion are :mod:`pivot_envs.config`'s,
@@ -27,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from pivot_envs.agents.prompt_format import resolve_prompt_format
 from pivot_envs.config import ConfigError, config_from_dict, config_from_file, config_to_dict
@@ -43,44 +44,180 @@ SHARDINGS = ("none", "fsdp")
 ROLLOUT_ENGINES = ("hf", "vllm")
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
-__all__ = ["ConfigError", "PivotRLConfig", "PolicyConfig"]
+__all__ = ["ConfigError", "PivotRLConfig", "PolicyConfig", "TrainerConfig"]
 
 
 @dataclass
-class PolicyConfig:
-    """The settings every RL trainer of the package shares: the policy, its sampling, the GRPO loss,
-    the optimiser and schedule, checkpoints, logs and hardware (:class:`~pivot_envs.trainers.policy_update.PolicyUpdate`).
+class TrainerConfig:
+    """The settings every trainer of the package shares (:class:`~pivot_envs.trainers.sft.SFTConfig`,
+    :class:`PivotRLConfig`, :class:`~pivot_envs.trainers.episode_rl.EpisodeRLConfig`): the model, the data, the
+    run length, AdamW and its schedule, checkpoints and hardware; each is declared here once.
+
+    Not used on its own. A trainer declares its own ``output_dir``, ``lr``, ``save_every``, ``log_every`` and
+    ``num_threads``: their defaults differ on purpose (see each). Reading, overrides, coercion and the errors that
+    name a key are :mod:`pivot_envs.config`'s.
+    """
+
+    if TYPE_CHECKING:  # declared by each trainer's config, with its own default
+        output_dir: str
+        lr: float
+        save_every: int
+        log_every: int
+        num_threads: int | None
+
+    # ------------------------------------------------------------------ model and data
+    model: str = ""
+    """Model to train: a ``save_pretrained`` folder (or hub id) of a causal LM with its tokenizer, and the starting
+    point of a resumed run. RL trainers: it is also the frozen reference pi_0 of the KL term."""
+
+    overwrite_output_dir: bool = False
+    """Start afresh in an ``output_dir`` that already holds a run (its metrics, and SFT's checkpoints and final
+    model, are removed). Without it (and without ``resume_from``) such a folder is an error, so no run is lost by
+    accident."""
+
+    domain: str = "tool_use"
+    """Registered domain of the pivots or tasks (its action parser and default verifier are used)."""
+
+    split: str = "train"
+    """Bundled split used when no pivot (or task) file is given."""
+
+    seed: int = 0
+    """Seeds the data order, every sampling call and torch/numpy/python RNGs: a run is reproducible."""
+
+    # ------------------------------------------------------------------ run length and prompts
+    steps: int = 100
+    """Training steps. SFT: one optimiser update each; RL: each samples one minibatch and makes
+    ``num_iterations`` optimiser updates."""
+
+    max_prompt_tokens: int | None = None
+    """Prompt window in tokens, for sampling and for the loss alike (agents.prompting.encode_prompt keeps the
+    task and the latest tokens); ``None``: the window recorded in the model folder
+    (:mod:`pivot_envs.agents.prompt_format`), else the model's context length minus the completion room (RL:
+    ``max_new_tokens``; SFT: the ``hf`` agent's default, 256)."""
+
+    prompt_tools: str | None = None
+    """Where tool specs go in the prompt (``auto``, ``template``, ``system``, ``none``;
+    see :class:`pivot_envs.agents.prompting.PromptConfig`); ``None``: the format recorded in the model
+    folder (:mod:`pivot_envs.agents.prompt_format`), else ``auto``."""
+
+    # ------------------------------------------------------------------ optimiser and schedule
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW ``(beta1, beta2)`` (not the KL coefficient, which is ``beta``)."""
+
+    adam_eps: float = 1e-8
+    """AdamW epsilon."""
+
+    lr_schedule: str = "cosine"
+    """``cosine``: linear warm-up then cosine decay to ``min_lr_ratio * lr``; ``constant``: warm-up then flat."""
+
+    warmup_steps: int = 0
+    """Optimiser updates of linear warm-up (update ``i`` uses ``lr * i / warmup_steps``, so the first runs at 0:
+    transformers' schedules; update ``warmup_steps`` runs at ``lr``)."""
+
+    min_lr_ratio: float = 0.0
+    """Floor of the cosine decay as a fraction of ``lr``."""
+
+    grad_accum_steps: int = 1
+    """Micro-batches a step's rows are split into for the backward passes (memory only: gradients are
+    accumulated and normalised so that the update equals the one over the whole batch)."""
+
+    max_grad_norm: float = 1.0
+    """Clip the global gradient norm to this (``0``: no clipping; the norm is still logged)."""
+
+    # ------------------------------------------------------------------ checkpoints and logs
+    save_total_limit: int | None = 2
+    """Keep only the newest this-many checkpoints (``None``: keep all)."""
+
+    resume_from: str | None = None
+    """Continue a run: a ``checkpoint-NNNNNN`` folder, or ``"latest"`` (the newest one in ``output_dir``).
+    The resumed run equals an uninterrupted one (same weights, same metrics)."""
+
+    plots: bool = True
+    """Write the run's plot at the end (needs matplotlib): RL ``metrics.png`` (reward, KL, zero-variance fraction
+    vs step), SFT ``loss.png`` (loss, gradient norm and learning rate vs step)."""
+
+    # ------------------------------------------------------------------ hardware
+    device: str = "auto"
+    """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``, ``cuda:N``; under torchrun each process takes
+    ``cuda:LOCAL_RANK``."""
+
+    model_dtype: str = "auto"
+    """Dtype the weights are loaded in: ``auto`` = float32, except the frozen base of a LoRA model on CUDA
+    (bfloat16); or ``float32`` / ``bfloat16``."""
+
+    sharding: str = "none"
+    """Under ``torchrun`` with several processes: ``none`` (DDP: every process holds the whole model, its gradients,
+    AdamW state and, in RL, the reference) or ``fsdp`` (torch FSDP2, ``fully_shard`` per decoder layer then the
+    model: each process holds about 1/W of them; the reference is sharded too; rollouts run through the sharded
+    model, which gathers a layer at a time; :mod:`pivot_envs.trainers.sharding`). Ignored in one process."""
+
+    # ------------------------------------------------------------------ validation
+    def __post_init__(self) -> None:
+        if isinstance(self.betas, list):
+            self.betas = tuple(self.betas)  # type: ignore[assignment]
+        self.prompt_tools, self.max_prompt_tokens = resolve_prompt_format(self.prompt_tools, self.max_prompt_tokens,
+                                                                          self.model)
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first bad field, its value and what is accepted."""
+        _positive_int(self, "steps", "grad_accum_steps", "log_every")
+        _nonnegative(self, "warmup_steps", "save_every", "weight_decay", "max_grad_norm")
+        if not self.lr > 0:
+            _fail(self, "lr", self.lr, "> 0")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            _fail(self, "betas", self.betas, "two numbers in [0, 1), e.g. [0.9, 0.999]")
+        if not 0 <= self.min_lr_ratio <= 1:
+            _fail(self, "min_lr_ratio", self.min_lr_ratio, "in [0, 1]")
+        for name, allowed in (("lr_schedule", SCHEDULES), ("model_dtype", DTYPES), ("sharding", SHARDINGS)):
+            if getattr(self, name) not in allowed:
+                _fail(self, name, getattr(self, name), f"one of {', '.join(allowed)}")
+        for name in ("max_prompt_tokens", "num_threads", "save_total_limit"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                _fail(self, name, value, ">= 1 or null")
+        if self.device not in ("auto", "cpu", "cuda") and not str(self.device).startswith("cuda:"):
+            _fail(self, "device", self.device, "auto, cpu, cuda or cuda:N")
+
+    # ------------------------------------------------------------------ (de)serialisation
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> Any:
+        """Build from a dict; string values are coerced to the field's type (``"1e-3"`` -> ``0.001``).
+
+        Raises :class:`ConfigError` on an unknown key (naming it, a close match and every valid key) or a
+        value of the wrong type. ``source`` (a file name) is quoted in errors.
+        """
+        return config_from_dict(cls, data, source=source)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists) that :meth:`from_dict` turns back into an equal config."""
+        return config_to_dict(self)
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: Sequence[str] = ()) -> Any:
+        """Read a YAML, TOML or JSON config file, then apply ``key=value`` overrides (values read as YAML,
+        as ``pivot-envs train --set`` reads them). An ``algorithm`` key (``pivot-envs train`` files) is skipped."""
+        return config_from_file(cls, path, overrides, ignore=("algorithm",))
+
+
+@dataclass
+class PolicyConfig(TrainerConfig):
+    """The settings every RL trainer of the package shares beyond :class:`TrainerConfig`'s: the policy's sampling,
+    the rollout engine, the GRPO loss, advantages, logs and LoRA (:class:`~pivot_envs.trainers.policy_update.PolicyUpdate`).
 
     Not used on its own: :class:`PivotRLConfig` adds the pivots, and
     :class:`~pivot_envs.trainers.episode_rl.EpisodeRLConfig` the tasks and episodes; each stays one flat
     set of keys.
     """
 
-    # ------------------------------------------------------------------ model and data
-    model: str = ""
-    """Policy to train: a ``save_pretrained`` folder (or hub id) of a causal LM with its tokenizer.
-    It is also the frozen reference pi_0 of the KL term and the starting point of a resumed run."""
-
+    # ------------------------------------------------------------------ output
     output_dir: str = "out/pivotrl"
     """Folder for ``metrics.jsonl``, ``checkpoint-NNNNNN/`` folders, ``final/`` (the trained model) and plots."""
 
-    overwrite_output_dir: bool = False
-    """Start afresh in an ``output_dir`` that already holds a run (its metrics file is replaced).
-    Without it (and without ``resume_from``) such a folder is an error, so no run is lost by accident."""
-
-    domain: str = "tool_use"
-    """Registered domain of the pivots (its action parser and default verifier are used)."""
-
-    split: str = "train"
-    """Bundled split used when ``pivots`` is ``None``."""
-
-    seed: int = 0
-    """Seeds the pivot order, every sampling call and torch/numpy/python RNGs: a run is reproducible."""
-
     # ------------------------------------------------------------------ run length and batch
-    steps: int = 100
-    """Training steps; each samples one minibatch of pivots and makes ``num_iterations`` optimiser updates."""
-
     group_size: int = 8
     """G: actions sampled per pivot from pi_old; the group defines the advantages."""
 
@@ -94,19 +231,8 @@ class PolicyConfig:
     max_new_tokens: int = 256
     """Longest sampled action in tokens; longer ones are cut (and usually fail the verifier)."""
 
-    max_prompt_tokens: int | None = None
-    """Prompt window in tokens, for sampling and for the loss alike (agents.prompting.encode_prompt keeps the
-    task and the latest tokens);
-    ``None``: the window recorded in the model folder (:mod:`pivot_envs.agents.prompt_format`), else the
-    model's context length minus ``max_new_tokens``."""
-
     sampling_batch_size: int | None = None
     """Pivots per ``generate`` call (each expands to ``group_size`` rows); ``None``: all of a step's pivots."""
-
-    prompt_tools: str | None = None
-    """Where tool specs go in the prompt (``auto``, ``template``, ``system``, ``none``;
-    see :class:`pivot_envs.agents.prompting.PromptConfig`); ``None``: the format recorded in the model
-    folder (:mod:`pivot_envs.agents.prompt_format`), else ``auto``."""
 
     # ------------------------------------------------------------------ rollout engine
     rollout_engine: str = "hf"
@@ -149,33 +275,8 @@ class PolicyConfig:
 
     # ------------------------------------------------------------------ optimiser and schedule
     lr: float = 1e-6
-    """Peak AdamW learning rate (``1e-6`` suits billion-parameter models; tiny models need ~``1e-3``)."""
-
-    weight_decay: float = 0.0
-    """AdamW decoupled weight decay."""
-
-    betas: tuple[float, float] = (0.9, 0.999)
-    """AdamW ``(beta1, beta2)`` (not the KL coefficient, which is ``beta``)."""
-
-    adam_eps: float = 1e-8
-    """AdamW epsilon."""
-
-    lr_schedule: str = "cosine"
-    """``cosine``: linear warm-up then cosine decay to ``min_lr_ratio * lr``; ``constant``: warm-up then flat."""
-
-    warmup_steps: int = 0
-    """Optimiser updates of linear warm-up (update ``i`` uses ``lr * i / warmup_steps``, so the first runs at 0:
-    transformers' schedules; update ``warmup_steps`` runs at ``lr``)."""
-
-    min_lr_ratio: float = 0.0
-    """Floor of the cosine decay as a fraction of ``lr``."""
-
-    grad_accum_steps: int = 1
-    """Micro-batches a step's rows are split into for the backward passes (memory only: gradients are
-    accumulated and normalised so that the update equals the one over the whole batch)."""
-
-    max_grad_norm: float = 1.0
-    """Clip the global gradient norm to this (``0``: no clipping; the norm is still logged)."""
+    """Peak AdamW learning rate (``1e-6`` suits RL on billion-parameter models; tiny models need ~``1e-3``; SFT's
+    default is ``1e-3``, a tiny model's)."""
 
     num_iterations: int = 1
     """Optimiser updates per sampled batch (PPO epochs, TRL's ``num_iterations``). With more than one,
@@ -223,13 +324,6 @@ class PolicyConfig:
     """Save a checkpoint (model, optimiser, scheduler, RNG states, data position) every this-many steps and at
     the last step; ``0``: no checkpoints (only ``final/``)."""
 
-    save_total_limit: int | None = 2
-    """Keep only the newest this-many checkpoints (``None``: keep all)."""
-
-    resume_from: str | None = None
-    """Continue a run: a ``checkpoint-NNNNNN`` folder, or ``"latest"`` (the newest one in ``output_dir``).
-    The resumed run equals an uninterrupted one (same weights, same metrics)."""
-
     log_every: int = 1
     """Log a one-line summary every this-many steps (``metrics.jsonl`` gets every step)."""
 
@@ -243,30 +337,13 @@ class PolicyConfig:
     wandb_project: str = "pivot-envs"
     """W&B project name when ``report_to`` has ``wandb``."""
 
-    plots: bool = True
-    """Write ``metrics.png`` (reward, KL, zero-variance fraction vs step) at the end (needs matplotlib)."""
-
     # ------------------------------------------------------------------ hardware
-    device: str = "auto"
-    """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``; under torchrun each process takes
-    ``cuda:LOCAL_RANK``."""
-
     bf16: bool = True
     """On CUDA: bfloat16 autocast for sampling and every forward (weights stay float32 for full fine-tuning).
     Ignored on CPU, where tiny models run in float32."""
 
-    model_dtype: str = "auto"
-    """Dtype the weights are loaded in: ``auto`` = float32, except the frozen base of a LoRA model on CUDA
-    (bfloat16); or ``float32`` / ``bfloat16``."""
-
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, ~30 % more compute)."""
-
-    sharding: str = "none"
-    """Under ``torchrun`` with several processes: ``none`` (DDP: every process holds the whole policy, its gradients,
-    AdamW state and reference) or ``fsdp`` (torch FSDP2, ``fully_shard`` per decoder layer then the model: each
-    process holds about 1/W of them; the reference is sharded too; rollouts run through the sharded model, which
-    gathers a layer at a time; :mod:`pivot_envs.trainers.sharding`). Ignored in one process."""
 
     fsdp_param_dtype: str = "auto"
     """Under ``sharding: fsdp``, the dtype FSDP gathers the weights in for every forward (its mixed precision;
@@ -294,7 +371,7 @@ class PolicyConfig:
 
     num_threads: int | None = None
     """torch CPU threads for the run (restored afterwards); ``None``: torch's default. Tiny models are
-    fastest on 1-2 threads."""
+    fastest on 1-2 threads (SFT's default is 1: its baseline runs beside RL runs)."""
 
     advantage_inputs: ClassVar[AdvantageInputs] = AdvantageInputs()
     """What the config's trainer gives the advantage policy (not a setting): a mode or zero-variance rule it cannot
@@ -302,41 +379,28 @@ class PolicyConfig:
 
     # ------------------------------------------------------------------ validation
     def __post_init__(self) -> None:
-        if isinstance(self.betas, list):
-            self.betas = tuple(self.betas)
         if isinstance(self.report_to, str):
             self.report_to = [self.report_to] if self.report_to else []
-        self.prompt_tools, self.max_prompt_tokens = resolve_prompt_format(self.prompt_tools, self.max_prompt_tokens,
-                                                                          self.model)
-        self.validate()
+        super().__post_init__()
 
     def validate(self) -> None:
-        """Raise :class:`ConfigError` naming the first bad field, its value and what is accepted."""
-        _positive_int(self, "steps", "grad_accum_steps", "num_iterations", "max_new_tokens", "log_every")
-        _nonnegative(self, "warmup_steps", "save_every", "weight_decay",
-                     "eps_low", "eps_high", "beta", "eps_std", "max_grad_norm", "lora_r", "lora_dropout")
+        super().validate()
+        _positive_int(self, "num_iterations", "max_new_tokens")
+        _nonnegative(self, "eps_low", "eps_high", "beta", "eps_std", "lora_r", "lora_dropout")
         if self.group_size < 2:
             _fail(self, "group_size", self.group_size, ">= 2 (GRPO compares the samples of a group), e.g. group_size=8")
         if not self.temperature > 0:
             _fail(self, "temperature", self.temperature, "> 0 (RL needs sampling; use the eval tools for greedy decoding)")
         if not 0 < self.top_p <= 1:
             _fail(self, "top_p", self.top_p, "in (0, 1]")
-        if not self.lr > 0:
-            _fail(self, "lr", self.lr, "> 0")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            _fail(self, "betas", self.betas, "two numbers in [0, 1), e.g. [0.9, 0.999]")
-        if not 0 <= self.min_lr_ratio <= 1:
-            _fail(self, "min_lr_ratio", self.min_lr_ratio, "in [0, 1]")
         if self.eps_low >= 1:
             _fail(self, "eps_low", self.eps_low, "in [0, 1) (the ratio is clipped at 1 - eps_low)")
         refused = AdvantagePolicy.of(self).refusal(self.advantage_inputs)
         if refused is not None:
             _fail(self, refused[0], getattr(self, refused[0]), refused[1])
         for name, allowed in (("loss_agg", LOSS_AGGS), ("old_logprobs", OLD_LOGPROB_MODES),
-                              ("lr_schedule", SCHEDULES),
-                              ("model_dtype", DTYPES), ("rollout_engine", ROLLOUT_ENGINES),
-                              ("rollout_is_mode", IS_MODES), ("vllm_dtype", DTYPES), ("sharding", SHARDINGS),
-                              ("fsdp_param_dtype", DTYPES)):
+                              ("rollout_engine", ROLLOUT_ENGINES), ("rollout_is_mode", IS_MODES),
+                              ("vllm_dtype", DTYPES), ("fsdp_param_dtype", DTYPES)):
             if getattr(self, name) not in allowed:
                 _fail(self, name, getattr(self, name), f"one of {', '.join(allowed)}")
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
@@ -356,32 +420,8 @@ class PolicyConfig:
         if self.old_logprobs == "sampler" and (self.temperature != 1.0 or self.top_p != 1.0):
             _fail(self, "old_logprobs", "sampler", "'auto' or 'recompute' unless temperature == 1 and top_p == 1: the "
                   "sampler's scores are log-probs under the tempered/truncated distribution, not under pi_old")
-        for name in ("max_prompt_tokens", "sampling_batch_size", "num_threads", "save_total_limit"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                _fail(self, name, value, ">= 1 or null")
-        if self.device not in ("auto", "cpu", "cuda") and not str(self.device).startswith("cuda:"):
-            _fail(self, "device", self.device, "auto, cpu, cuda or cuda:N")
-
-    # ------------------------------------------------------------------ (de)serialisation
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> Any:
-        """Build from a dict; string values are coerced to the field's type (``"1e-3"`` -> ``0.001``).
-
-        Raises :class:`ConfigError` on an unknown key (naming it, a close match and every valid key) or a
-        value of the wrong type. ``source`` (a file name) is quoted in errors.
-        """
-        return config_from_dict(cls, data, source=source)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (tuples become lists) that :meth:`from_dict` turns back into an equal config."""
-        return config_to_dict(self)
-
-    @classmethod
-    def from_file(cls, path: str | Path, overrides: Sequence[str] = ()) -> Any:
-        """Read a YAML, TOML or JSON config file, then apply ``key=value`` overrides (values read as YAML,
-        as ``pivot-envs train --set`` reads them). An ``algorithm`` key (``pivot-envs train`` files) is skipped."""
-        return config_from_file(cls, path, overrides, ignore=("algorithm",))
+        if self.sampling_batch_size is not None and self.sampling_batch_size < 1:
+            _fail(self, "sampling_batch_size", self.sampling_batch_size, ">= 1 or null")
 
 
 @dataclass
@@ -445,13 +485,13 @@ def _fail(cfg: Any, name: str, value: Any, accepted: str) -> None:
     raise ConfigError(f"{type(cfg).__name__}.{name} = {value!r} is invalid: it must be {accepted}")
 
 
-def _positive_int(cfg: PolicyConfig, *names: str) -> None:
+def _positive_int(cfg: TrainerConfig, *names: str) -> None:
     for name in names:
         if getattr(cfg, name) < 1:
             _fail(cfg, name, getattr(cfg, name), ">= 1")
 
 
-def _nonnegative(cfg: PolicyConfig, *names: str) -> None:
+def _nonnegative(cfg: TrainerConfig, *names: str) -> None:
     for name in names:
         if getattr(cfg, name) < 0:
             _fail(cfg, name, getattr(cfg, name), ">= 0")

@@ -65,9 +65,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, cast
 
-from pivot_envs.agents.prompt_format import resolve_prompt_format, write_prompt_format
+from pivot_envs.agents.prompt_format import write_prompt_format
 from pivot_envs.agents.prompting import PromptConfig, action_target, encode_prompt
-from pivot_envs.config import config_from_dict, config_from_file, config_to_dict
+from pivot_envs.config import ConfigError
+from pivot_envs.trainers.config import TrainerConfig
 from pivot_envs.trainers.metrics import MetricsLogger, read_metrics, truncate_metrics
 from pivot_envs.types import Pivot
 from pivot_envs.trainers.lm_loop import Part, collate, split_micro, target_nll_sum, train_steps  # noqa: F401
@@ -86,8 +87,7 @@ FINAL_DIR = "final"
 GENERATION_ROOM = 256
 """Completion room assumed for the default prompt window (the ``hf`` agent's default ``max_new_tokens``)."""
 
-LR_SCHEDULES = ("cosine", "constant")
-DTYPES = ("auto", "float32", "bfloat16")
+PROMPT_TOOLS = ("auto", "template", "system", "none")
 
 RESUME_INVARIANT = ("model", "domain", "pivots", "split", "seed", "steps", "batch_size", "lr", "weight_decay",
                     "betas", "adam_eps", "lr_schedule", "warmup_steps", "min_lr_ratio", "max_grad_norm",
@@ -96,138 +96,47 @@ RESUME_INVARIANT = ("model", "domain", "pivots", "split", "seed", "steps", "batc
 
 
 @dataclass
-class SFTConfig:
-    """Settings of the SFT baseline (names as in ``PivotRLConfig`` where the concept is shared).
+class SFTConfig(TrainerConfig):
+    """Settings of the SFT baseline: :class:`~pivot_envs.trainers.config.TrainerConfig`'s (the model, data, run
+    length, AdamW and schedule, checkpoints and hardware, declared there once, as the RL trainers share them) plus
+    the pivots and their batch.
 
     Attributes:
-        model: the base model: a ``save_pretrained`` folder (or hub id) of a causal LM with its tokenizer.
         output_dir: folder for ``final/`` (the trained model), ``metrics.jsonl``, ``loss.png``,
             ``checkpoint-NNNNNN/`` folders, ``sft_config.json`` and ``train_result.json``.
-        overwrite_output_dir: start afresh in an ``output_dir`` that already holds a run (its metrics,
-            checkpoints and final model are removed). Without it (and without ``resume_from``) such a
-            folder is an error, so no run is lost by accident.
-        domain: domain of the bundled pivots used when ``pivots`` is ``None``.
         pivots: the training pivots: a pivot JSONL file (ours or NeMo Gym rows) or
             ``bundled:DOMAIN[:SPLIT]``; ``None``: the bundled ``split`` of ``domain``. Give the file
             the PivotRL run trains on to compare the arms on the same data.
-        split: bundled split used when ``pivots`` is ``None``.
-        seed: seeds the per-epoch shuffles and torch.
-        steps: optimiser steps.
         batch_size: pivots per optimiser step.
-        grad_accum_steps: micro-batches a step's pivots are split into for the backward passes
-            (memory only: the update is the same).
-        lr: peak AdamW learning rate.
-        weight_decay: AdamW decoupled weight decay.
-        betas: AdamW ``(beta1, beta2)``.
-        adam_eps: AdamW epsilon.
-        lr_schedule: ``cosine`` (linear warm-up, then cosine decay to ``min_lr_ratio * lr``) or
-            ``constant`` (warm-up, then flat); the PivotRL trainer's schedule.
-        warmup_steps: optimiser steps of linear warm-up.
-        min_lr_ratio: floor of the cosine decay as a fraction of ``lr``.
-        max_grad_norm: clip the global gradient norm to this (``0``: no clipping; the norm is still logged).
-        max_prompt_tokens: prompt window (task + latest tokens, see agents.prompting); ``None``: the window
-            recorded in the model folder (agents.prompt_format), else as the ``hf`` agent keeps them with
-            its default ``max_new_tokens`` (the smaller of the model's positions and the tokenizer's
-            ``model_max_length``, minus 256).
+        lr: peak AdamW learning rate (``1e-3``: a tiny model's; RL's default, ``1e-6``, is a large model's).
         max_action_tokens: cut expert actions longer than this (the agent cannot emit more anyway).
-        prompt_tools: where tool specs go in the prompt (``auto``, ``template``, ``system``, ``none``;
-            as the ``hf`` agent's ``tools``); ``None``: the format recorded in the model folder, else ``auto``.
-        save_every: save a checkpoint every this-many steps and at the last step (``0``: only ``final/``).
-        save_total_limit: keep only the newest this-many checkpoints (``None``: all).
-        resume_from: continue a run: a ``checkpoint-NNNNNN`` folder, or ``"latest"`` (the newest in
-            ``output_dir``).
+        save_every: save a checkpoint every this-many steps and at the last step (``0``, the default: only
+            ``final/``; an SFT baseline is short).
         log_every: log a one-line summary every this-many steps (``metrics.jsonl`` gets every step).
-        plots: write ``loss.png`` (loss, gradient norm and learning rate vs step; needs matplotlib).
-        device: ``auto`` (CUDA when available), ``cpu``, ``cuda``, ``cuda:N``.
-        model_dtype: dtype the weights are loaded and trained in: ``auto`` (= ``float32``), ``float32``
-            or ``bfloat16``.
-        num_threads: torch CPU threads while training (restored afterwards; ``None``: torch's setting).
-        sharding: under ``torchrun`` with several processes (each takes ``batch_size / W`` pivots a step):
-            ``none`` (DDP: every process holds the whole model) or ``fsdp`` (torch FSDP2: each holds about
-            1/W of the weights, gradients and AdamW state; :mod:`pivot_envs.trainers.sharding`).
+        num_threads: torch CPU threads while training (restored afterwards; ``None``: torch's setting; 1 by
+            default: the baseline runs beside RL runs).
     """
 
-    model: str = ""
     output_dir: str = "out/sft"
-    overwrite_output_dir: bool = False
-    domain: str = "tool_use"
     pivots: str | None = None
-    split: str = "train"
-    seed: int = 0
-    steps: int = 100
     batch_size: int = 8
-    grad_accum_steps: int = 1
     lr: float = 1e-3
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = 1e-8
-    lr_schedule: str = "cosine"
-    warmup_steps: int = 0
-    min_lr_ratio: float = 0.0
-    max_grad_norm: float = 1.0
-    max_prompt_tokens: int | None = None
     max_action_tokens: int = 256
-    prompt_tools: str | None = None
     save_every: int = 0
-    save_total_limit: int | None = 2
-    resume_from: str | None = None
     log_every: int = 10
-    plots: bool = True
-    device: str = "auto"
-    model_dtype: str = "auto"
     num_threads: int | None = 1
-    sharding: str = "none"
 
-    def __post_init__(self) -> None:
-        if isinstance(self.betas, list):
-            self.betas = tuple(self.betas)
-        self.prompt_tools, self.max_prompt_tokens = resolve_prompt_format(self.prompt_tools, self.max_prompt_tokens,
-                                                                          self.model)
-        for name in ("steps", "batch_size", "grad_accum_steps", "max_action_tokens", "log_every"):
+    def validate(self) -> None:
+        super().validate()
+        for name in ("batch_size", "max_action_tokens"):
             if getattr(self, name) < 1:
-                raise ValueError(f"SFTConfig.{name} = {getattr(self, name)!r} is invalid: it must be >= 1")
-        for name in ("warmup_steps", "save_every", "weight_decay", "max_grad_norm"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"SFTConfig.{name} = {getattr(self, name)!r} is invalid: it must be >= 0")
+                raise ConfigError(f"SFTConfig.{name} = {getattr(self, name)!r} is invalid: it must be >= 1")
         if self.grad_accum_steps > self.batch_size:
-            raise ValueError(f"SFTConfig.grad_accum_steps = {self.grad_accum_steps} is invalid: it must be <= "
-                             f"batch_size ({self.batch_size}), each micro-batch needs a pivot")
-        if not self.lr > 0:
-            raise ValueError(f"SFTConfig.lr = {self.lr!r} is invalid: it must be > 0")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            raise ValueError(f"SFTConfig.betas = {self.betas!r} is invalid: it must be two numbers in [0, 1)")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"SFTConfig.min_lr_ratio = {self.min_lr_ratio!r} is invalid: it must be in [0, 1]")
-        for name, allowed in (("lr_schedule", LR_SCHEDULES), ("model_dtype", DTYPES), ("sharding", ("none", "fsdp")),
-                              ("prompt_tools", ("auto", "template", "system", "none"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"SFTConfig.{name} = {getattr(self, name)!r} is invalid: it must be one of "
-                                 f"{', '.join(allowed)}")
-        for name in ("max_prompt_tokens", "save_total_limit", "num_threads"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"SFTConfig.{name} = {value!r} is invalid: it must be >= 1 or null")
-        if self.device not in ("auto", "cpu", "cuda") and not str(self.device).startswith("cuda:"):
-            raise ValueError(f"SFTConfig.device = {self.device!r} is invalid: it must be auto, cpu, cuda or cuda:N")
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (tuples become lists) that :meth:`from_dict` turns back into an equal config."""
-        return config_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> "SFTConfig":
-        """Build from a dict; string values are coerced to the field's type (``"1e-3"`` -> ``0.001``).
-
-        Raises :class:`pivot_envs.config.ConfigError` (a ``ValueError``) on an unknown key (naming it,
-        a close match and the valid keys) or a value of the wrong type; ``source`` is quoted in errors.
-        """
-        return config_from_dict(cls, data, source=source)
-
-    @classmethod
-    def from_file(cls, path: str | Path, overrides: Sequence[str] = ()) -> "SFTConfig":
-        """Read a YAML, TOML or JSON config file, then apply ``key=value`` overrides (values read as YAML,
-        as ``pivot-envs train --set`` reads them). An ``algorithm`` key (``pivot-envs train`` files) is skipped."""
-        return config_from_file(cls, path, overrides, ignore=("algorithm",))
+            raise ConfigError(f"SFTConfig.grad_accum_steps = {self.grad_accum_steps} is invalid: it must be <= "
+                              f"batch_size ({self.batch_size}), each micro-batch needs a pivot")
+        if self.prompt_tools not in PROMPT_TOOLS:
+            raise ConfigError(f"SFTConfig.prompt_tools = {self.prompt_tools!r} is invalid: it must be one of "
+                              f"{', '.join(PROMPT_TOOLS)}")
 
 
 @dataclass

@@ -33,8 +33,10 @@ def main() -> None:
     parser.add_argument("--curve-every", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    cfg = dataclasses.replace(quick_config(args.seed), arms=("base", "pivotrl", "e2e", "arpo"), steps=args.steps,
-                              curve_every=args.curve_every, curve_tasks=None)
+    cfg = quick_config(args.seed)
+    cfg = dataclasses.replace(cfg, arms=("base", "pivotrl", "e2e", "arpo"),
+                              per_arm=dataclasses.replace(cfg.per_arm, steps=args.steps, curve_every=args.curve_every,
+                                                          curve_tasks=None))
     t0 = time.perf_counter()
     report = run_pipeline(cfg, args.out)
     claim = next(c for c in report["claims"] if c["name"] == "rollout_turns_vs_e2e")

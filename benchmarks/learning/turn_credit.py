@@ -2,7 +2,7 @@
 
 Runs the quick demo's pipeline (``pivot_envs.experiments.demo``) with the arms ``base``, ``e2e`` and
 ``e2e_credit``: the same tasks, steps, seed and learning rate, the only difference being
-``turn_credit`` (:data:`pivot_envs.experiments.arms.TURN_CREDIT`): each turn's advantage gains
+``turn_credit`` (:data:`pivot_envs.experiments.arm_table.TURN_CREDIT`): each turn's advantage gains
 ``w * (r_t - rbar)``, ``r_t`` the env's ``turn_reward`` (the domain verifier's score of an action taken on
 the expert's path). Task success on the held-out tasks along training, and the paired test
 ``e2e_credit_vs_e2e`` (paired bootstrap over tasks). A folder holding a finished quick demo is reused
@@ -28,7 +28,7 @@ KEYS = ("task_success", "task_success_greedy", "in_domain_accuracy", "rollout_tu
 
 
 def main() -> None:
-    from pivot_envs.experiments.arms import TURN_CREDIT
+    from pivot_envs.experiments.arm_table import TURN_CREDIT
     from pivot_envs.experiments.demo import quick_config, run_pipeline
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -38,8 +38,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    cfg = dataclasses.replace(quick_config(args.seed), arms=ARMS, steps=args.steps, seeds=args.seeds,
-                              curve_every=args.curve_every, curve_tasks=None)
+    cfg = quick_config(args.seed)
+    cfg = dataclasses.replace(cfg, arms=ARMS, seeds=args.seeds,
+                              per_arm=dataclasses.replace(cfg.per_arm, steps=args.steps, curve_every=args.curve_every,
+                                                          curve_tasks=None))
     t0 = time.perf_counter()
     report = run_pipeline(cfg, args.out)
     arms = {n: {k: report["arms"][n].get(k) for k in KEYS} for n in ARMS}
