@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence, TypeVar
 
 from pivot_envs.agents.prompt_format import resolve_prompt_format
 from pivot_envs.config import ConfigError, config_from_dict, config_from_file, config_to_dict
@@ -45,6 +45,10 @@ ROLLOUT_ENGINES = ("hf", "vllm")
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 __all__ = ["ConfigError", "PivotRLConfig", "PolicyConfig", "TrainerConfig"]
+
+
+_Config = TypeVar("_Config", bound="TrainerConfig")
+"""A trainer config class: ``from_dict`` builds the class it is called on."""
 
 
 @dataclass
@@ -157,7 +161,7 @@ class TrainerConfig:
     # ------------------------------------------------------------------ validation
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
-            self.betas = tuple(self.betas)  # type: ignore[assignment]
+            self.betas = tuple(self.betas)
         self.prompt_tools, self.max_prompt_tokens = resolve_prompt_format(self.prompt_tools, self.max_prompt_tokens,
                                                                           self.model)
         self.validate()
@@ -184,7 +188,7 @@ class TrainerConfig:
 
     # ------------------------------------------------------------------ (de)serialisation
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str | None = None) -> Any:
+    def from_dict(cls: type[_Config], data: dict[str, Any], *, source: str | None = None) -> _Config:
         """Build from a dict; string values are coerced to the field's type (``"1e-3"`` -> ``0.001``).
 
         Raises :class:`ConfigError` on an unknown key (naming it, a close match and every valid key) or a
