@@ -5,8 +5,10 @@
     python benchmarks/house/house.py --contracts      # ... and whether a contract fails a leaking generator
     python benchmarks/house/house.py --json OUT.json  # the figures and their files as JSON (``-`` for stdout)
 
-Project modules: every ``.py`` file under the folders of pyproject's ``package-dir`` (the founding folders that
-install as ``pivot_envs.*``), else under ``pivot_envs/``. Tests, benchmarks and examples are not project modules.
+Project modules: every ``.py`` file of the package's tree, ``pivot_envs/`` and the founding folders its links point
+to (``pivot_envs/verifiers -> ../verifiers``: they install as ``pivot_envs.*``), each read once and named by its
+folder in the repository; a tree with pyproject's ``package-dir`` (before 0.2.0) maps its folders instead. Tests,
+benchmarks and examples are not project modules.
 The signals are names and strings in the syntax tree, never today's file names, so the script measures the
 layout after a move as well as before. Each figure, as counted:
 
@@ -39,10 +41,11 @@ layout after a move as well as before. Each figure, as counted:
 * **in-function project imports**: ``import``/``from`` statements of ``pivot_envs`` (or relative) inside a function
   body (:mod:`imports_in_functions`, whose count this is).
 * **a generator importing a verifier helper fails a contract** (``--contracts``, about a minute): the sources are
-  copied into a wheel's layout; beside the first data-package module that holds the first domain (its generator)
-  go probe modules, one per verifier helper (a ``pivot_envs.verifiers.*`` module that registers no verifier),
-  each importing its helper; ``lint-imports`` with ``.importlinter`` runs on the copy. The figure: the helpers
-  whose import a contract reports. Target: every one.
+  copied into a wheel's layout; beside the first domain's generator (the first data-package module that holds the
+  domain and defines ``generate``: ``envs_data/terminal/generator.py``; before 0.2.0
+  ``envs_data/generators/terminal.py``) go probe modules, one per verifier helper (a ``pivot_envs.verifiers.*``
+  module that registers no verifier), each importing its helper; ``lint-imports`` with ``.importlinter`` runs on
+  the copy. The figure: the helpers whose import a contract reports. Target: every one.
 """
 
 from __future__ import annotations
@@ -86,10 +89,15 @@ class Module:
 
 
 def package_folders() -> dict[str, str]:
-    """Folder (from the root) -> package name, from pyproject's ``package-dir`` (``pivot_envs/`` without one)."""
+    """Folder (from the root) -> package name: pyproject's ``package-dir`` where it has one, else ``pivot_envs/``
+    and every folder a link directly under it points to (``verifiers`` -> ``pivot_envs.verifiers``)."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    mapping = pyproject.get("tool", {}).get("setuptools", {}).get("package-dir") or {"pivot_envs": "pivot_envs"}
-    return {folder.strip("/"): package for package, folder in mapping.items() if package}
+    mapping = pyproject.get("tool", {}).get("setuptools", {}).get("package-dir")
+    if mapping:
+        return {folder.strip("/"): package for package, folder in mapping.items() if package}
+    links = {f"pivot_envs.{link.name}": link.resolve().relative_to(ROOT).as_posix()
+             for link in sorted((ROOT / "pivot_envs").iterdir()) if link.is_symlink() and link.is_dir()}
+    return {folder: package for package, folder in {"pivot_envs": "pivot_envs", **links}.items()}
 
 
 def project_modules() -> list[Module]:
@@ -97,7 +105,7 @@ def project_modules() -> list[Module]:
     folders = package_folders()
     seen: dict[Path, Module] = {}
     for folder, package in sorted(folders.items(), key=lambda kv: len(kv[0])):
-        for path in sorted((ROOT / folder).rglob("*.py")):
+        for path in sorted((ROOT / folder).rglob("*.py")):  # rglob does not follow a link: each file once
             rel = path.relative_to(ROOT / folder).with_suffix("")
             parts = [p for p in rel.parts if p != "__init__"]
             name = ".".join([package, *parts])
@@ -382,12 +390,18 @@ def probe_site(modules: list[Module], domains: tuple[str, ...], dest: Path) -> t
     registering = set(registered_verifiers(modules).values())
     helpers = sorted(m.name for m in modules if m.name.startswith("pivot_envs.verifiers.") and m.name not in registering
                      and not m.path.endswith("__init__.py"))
-    generators = [m.name for m in modules if m.name.startswith("pivot_envs.envs_data.") and holds_domain(m, domains[0])]
+    generators = [m.name for m in modules if m.name.startswith("pivot_envs.envs_data.") and holds_domain(m, domains[0])
+                  and not m.path.endswith("__init__.py") and defines(m.tree, "generate")]
     package = generators[0].rsplit(".", 1)[0] if generators else "pivot_envs.envs_data"
     for i, helper in enumerate(helpers):
         probe = dest.joinpath(*package.split("."), f"_house_probe_{i}.py")
         probe.write_text(f"import {helper}  # noqa: F401\n")
     return package, helpers
+
+
+def defines(tree: ast.Module, name: str) -> bool:
+    """Whether the module defines a top-level function ``name``."""
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body)
 
 
 def contract_catches(modules: list[Module], domains: tuple[str, ...]) -> dict:
