@@ -32,7 +32,7 @@ other      the domain's own ``default_verifier``; an unknown name:
 ``final_turn`` scores the decision to stop (:mod:`pivot_envs.verifiers.final_turn`): where the
 expert answered, another tool call is 0 and an answer must carry the facts the expert's answer
 carries (the episode success rule's fact recall); where the expert made a call, stopping is judged by
-the world's state (:mod:`pivot_envs.verifiers.stops`): right where the task is already done, 0 where
+the world's state (:mod:`pivot_envs.verifiers.stop`): right where the task is already done, 0 where
 work is left. With a judge, ``facts`` accepts early and the judge decides the answers it does not accept.
 
 In the terminal cascade the last stage decides; ``exec`` is an early accept
@@ -79,7 +79,7 @@ COVERAGE: dict[str, Any] = {"name": "coverage", "min_share": 0.6}
 
 def answer_spec(judge: Judge, otherwise: dict[str, Any] | None = None) -> dict[str, Any]:
     """How a domain decides a turn where the expert stopped and answered: the answer's facts
-    (:class:`pivot_envs.verifiers.final_turn.FactsVerifier`), the judge deciding what they do not accept."""
+    (:class:`pivot_envs.verifiers.facts.FactsVerifier`), the judge deciding what they do not accept."""
     facts: dict[str, Any] = {"name": "facts", "otherwise": dict(COVERAGE) if otherwise is None else otherwise}
     if judge is None:
         return facts

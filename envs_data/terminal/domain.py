@@ -19,7 +19,7 @@ from . import NAME
 SHELL_SAME: dict[str, Any] = {"name": "fuzzy", "target": "argument:command", "scorer": "ratio", "threshold": 100,
                               "normalizers": ["shell_words"]}
 """The terminal cascade's cheap accept: the same command in its canonical spelling (rapidfuzz over
-``shell_words``: quoting and spacing between words; :mod:`pivot_envs.verifiers.shell_words`). Only the
+``shell_words``: quoting and spacing between words; :mod:`pivot_envs.verifiers.helpers.shell_words`). Only the
 threshold 100 is sound: one character less can be another file or another flag. Every other difference goes on
 to ``exec``, which runs both commands."""
 
@@ -27,7 +27,7 @@ SHELL_EFFECT: dict[str, Any] = {"name": "exec", "command_from_content": "fenced"
                                 "ignore_paths": []}
 """The terminal cascade's decider: both commands run from the pivot's state; the same file changes, agreeing
 exit statuses, and an output that carries what the expert's showed without being a dump
-(:mod:`pivot_envs.verifiers.information`). A text reply is no command (``fenced``). Every path counts, as in the
+(:mod:`pivot_envs.verifiers.helpers.information`). A text reply is no command (``fenced``). Every path counts, as in the
 terminal world's digest: a task may be to delete ``__pycache__`` folders, which ``exec`` leaves out by default."""
 
 
