@@ -246,9 +246,9 @@ def run_ablation(out_dir: str | Path, names: Sequence[str], repeats: int, say: L
         folder = run_dir(spec, run_settings)
         models[name] = str(folder / "train" / "final")
         rows[name] = {"text": BY_NAME[name].text, "run": folder.name, "lr": spec.lr,
-                      "train_pivots": demo.count_lines(str(spec.pivots)), "steps": run_settings.steps,
-                      "group_size": run_settings.group_size, "pivots_per_step": run_settings.pivots_per_step,
-                      "lora_r": run_settings.rl_lora_r, "zero_variance": run_settings.zero_variance,
+                      "train_pivots": demo.count_lines(str(spec.pivots)), "steps": run_settings.per_arm.steps,
+                      "group_size": run_settings.per_arm.group_size, "pivots_per_step": run_settings.per_arm.pivots_per_step,
+                      "lora_r": run_settings.per_arm.rl_lora_r, "zero_variance": run_settings.per_arm.zero_variance,
                       "train_seconds": train.get("seconds"), "used_samples": train.get("used_samples"),
                       "rollouts": train.get("rollouts"), "reward_by_pass": train.get("reward_by_pass")}
     plays = play_all(models, settings, cfg.seed, repeats, Path(out_dir) / "ablation", say)

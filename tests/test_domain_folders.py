@@ -97,7 +97,8 @@ def test_a_folder_added_inside_the_package_is_found_with_no_other_edit(tmp_path)
     tree = tmp_path / "tree"
     for name in ("pivot_envs", "verifiers", "agents", "trainers", "envs_data", "pipeline", "experiments", "models",
                  "worlds", "serve", "integrations", "harness"):
-        shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.safetensors"))
+        shutil.copytree(ROOT / name, tree / name, symlinks=True,  # pivot_envs/<folder> -> ../<folder>: links kept
+                        ignore=shutil.ignore_patterns("__pycache__", "*.safetensors"))
     shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
     copy_domain(tree / "envs_data" / "shop", "pivot/Shop-v0")
     result = run([sys.executable, "-c", PLAY, "shop", "pivot/Shop-v0"], base_env(), tree)

@@ -87,6 +87,11 @@ class AdvantagePolicy:
         return None
 
     @property
+    def resamples(self) -> bool:
+        """Whether a flat group's state is sampled again (``zero_variance: resample``) before the advantages."""
+        return self.zero_variance == "resample"
+
+    @property
     def uses_baseline(self) -> bool:
         """Whether the advantages are taken against V(s) (a :class:`ValueTable` the trainer keeps)."""
         return self.mode in BASELINE_MODES

@@ -166,7 +166,7 @@ class PivotRLTrainer(RLTrainer):
         self._first_round_stats(groups, scores, st)
         pvpo_seen = [(g.pivot.id, s.scored_rewards) for g, s in zip(groups, scores)]
 
-        if cfg.zero_variance == "resample":  # sample flat groups again (counted as sampling / scoring time)
+        if self.advantage.resamples:  # sample flat groups again (counted as sampling / scoring time)
             for attempt in range(1, cfg.max_resample + 1):
                 todo = [i for i, s in enumerate(scores) if self.advantage.flat(s.rewards, s.valid)]
                 if not todo:

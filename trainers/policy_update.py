@@ -30,6 +30,7 @@ import torch
 from pivot_envs.agents.prompt_format import write_prompt_format
 from pivot_envs.config import ConfigError
 from pivot_envs.trainers import checkpoint as ckpt
+from pivot_envs.trainers.advantage import AdvantagePolicy
 from pivot_envs.trainers.config import PivotRLConfig, PolicyConfig
 from pivot_envs.trainers.distributed import DistInfo, barrier, check_world_size, no_sync, reduce_sums, unwrap, wrap_ddp
 from pivot_envs.trainers.lm_loop import clip_grad_norm
@@ -141,8 +142,9 @@ class PolicyUpdate:
         """FSDP2 over the processes: the policy and the reference, a decoder layer at a time (mixed precision:
         ``fsdp_param_dtype``); the policy's forwards then gather each layer's weights, in sampling too."""
         cfg = self.config
-        if cfg.zero_variance == "resample" or (isinstance(cfg, PivotRLConfig) and cfg.advantage == "pvpo"
-                                               and cfg.pvpo_refresh_every and cfg.pvpo_refresh_source == "profile"):
+        policy = AdvantagePolicy.of(cfg)
+        if policy.resamples or (isinstance(cfg, PivotRLConfig) and policy.uses_baseline
+                                and cfg.pvpo_refresh_every and cfg.pvpo_refresh_source == "profile"):
             raise ConfigError("sharding='fsdp' needs every process to run the same forwards (each one gathers the "
                               "layers' shards from all), but zero_variance='resample' and PVPO's refresh by profiling "
                               "sample as many groups as each process happens to need; use zero_variance='skip' (or "

@@ -28,11 +28,12 @@ layout after a move as well as before. Each figure, as counted:
   >= 3 rows that start with a registered verifier name, unless the 5 lines above it say ``generated``. Registered
   names: the string first argument of a decorator or call whose callee's name holds ``register`` in a module under
   the verifiers' folder.
-* **files to open to change the advantage**: project modules that name an advantage mode (a string constant equal
-  to an item of a module-level tuple whose name holds ``MODE`` and which holds ``"grpo"``), define or call a
-  function whose name holds ``advantage`` or ``baseline``, or read or declare a name or keyword ``advantage``,
-  ``zero_variance``, ``turn_credit`` or ``pvpo_*`` (the mode, the zero-variance rule, the shaping, the baseline).
-  Tests and docs are not counted.
+* **files to open to change the advantage**: project modules that hold a piece of the advantage's logic: they
+  list the modes (a module-level tuple whose name holds ``MODE`` and which holds ``"grpo"``) or the zero-variance
+  rules (a tuple named ``*ZERO_VARIANCE*``), define a function or class whose name holds ``advantage`` or
+  ``baseline``, or branch on the mode or the rule (a comparison of ``advantage`` or ``zero_variance`` with a mode's or
+  rule's name). A module that only passes the settings along (a config field, a keyword) is not a place
+  of the advantage: changing the formula does not open it. Tests and docs are not counted.
 * **fields declared in more than one config class**: classes named ``*Config`` or ``*Settings``; a field is an
   annotated name in the class body (inherited fields are not declarations). The figure: field names declared in
   >= 2 classes; also the declarations beyond the first, and the class pairs that share the most.
@@ -313,23 +314,48 @@ def advantage_modes(modules: list[Module]) -> set[str]:
 
 
 def advantage_name(name: str) -> bool:
-    """``advantage``, ``zero_variance``, ``turn_credit``, ``pvpo_*``, or a snake-case name with the word
-    ``advantage(s)`` or ``baseline`` (``group_advantages``; not ``baselines``, the baseline agents)."""
-    words = set(name.lower().split("_"))
-    return name in ADVANTAGE_NAMES or name.startswith("pvpo_") or bool(words & {"advantage", "advantages", "baseline"})
+    """A snake-case name with the word ``advantage(s)`` or ``baseline`` (``group_advantages``; not ``baselines``,
+    the baseline agents)."""
+    return bool(set(name.lower().split("_")) & {"advantage", "advantages", "baseline"})
+
+
+SETTING_NAMES = {"advantage", "zero_variance"}
+"""The settings of the advantage (a bare ``mode`` is not counted: the D_adv filter has a ``pvpo`` mode too)."""
+
+
+def _name_of(node: ast.AST) -> str | None:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+
+def branches_on_mode(node: ast.AST, values: set[str]) -> bool:
+    """``cfg.advantage == "pvpo"``, ``zero_variance != "keep"``, ``advantage in ("grpo", ...)``."""
+    if not isinstance(node, ast.Compare):
+        return False
+    sides = [node.left, *node.comparators]
+    named = any(_name_of(x) in SETTING_NAMES for x in sides)
+    literal = any(isinstance(x, ast.Constant) and x.value in values for x in sides) or any(
+        isinstance(x, (ast.Tuple, ast.List, ast.Set)) and any(is_str(e) and e.value in values for e in x.elts)
+        for x in sides)
+    return named and literal
 
 
 def touches_advantage(tree: ast.Module, modes: set[str]) -> str | None:
     """Why a module is a place of the advantage (see the docstring), or None."""
+    values = modes | {"skip", "resample", "keep"}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [getattr(t, "id", "") for t in targets]
+            if any("MODE" in n and n != "ZERO_VARIANCE_MODES" for n in names) and isinstance(node.value, (ast.Tuple, ast.List)) \
+                    and any(is_str(e) and e.value == "grpo" for e in node.value.elts):
+                return "lists the modes"
+            if any("ZERO_VARIANCE" in n for n in names):
+                return "lists the zero-variance rules"
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and node.value in modes:
-            return f"names the mode {node.value!r}"
-        name = (node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else
-                node.attr if isinstance(node, ast.Attribute) else
-                node.id if isinstance(node, ast.Name) else
-                node.arg if isinstance(node, ast.keyword) else None)
-        if name and advantage_name(name):
-            return f"uses {name}"
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and advantage_name(node.name):
+            return f"defines {node.name}"
+        if branches_on_mode(node, values):
+            return f"branches on the mode or rule (line {node.lineno})"
     return None
 
 
