@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates .venv-nemo-gym from scratch: NeMo Gym 0.4.0 (Python 3.12) and this project (its [serve] extra), the venv
-# tests/test_nemo_gym_package.py starts NeMo Gym's runner from. nemo-gym 0.5-0.7 need Python >= 3.13.14; 0.4.0 needs
+# tests/serve/test_nemo_gym_package.py starts NeMo Gym's runner from. nemo-gym 0.5-0.7 need Python >= 3.13.14; 0.4.0 needs
 # >= 3.12. The interpreter is found on PATH (python3.12), else through pyenv (the newest 3.12 it has).
 # Usage: .ci/nemo_gym_venv.sh [VENV_DIR]   (default .venv-nemo-gym, in the repository root)
 set -euo pipefail

@@ -2,7 +2,7 @@
 
 veRL itself is not a dependency (it trains on CUDA GPUs with Ray and vLLM/SGLang); this module only
 needs pivot-envs, and the exporter pyarrow (``pip install "pivot-envs[verl]"``). Written against
-veRL 0.9.1 (``verl-project/verl``) and tested with its own code (``tests/test_integrations_verl.py``)::
+veRL 0.9.1 (``verl-project/verl``) and tested with its own code (``tests/integrations/test_integrations_verl.py``)::
 
     pivot-envs export --to verl -i bundled:tool_use:train -o train.parquet
 

@@ -1,7 +1,7 @@
 """The OpenEnv face of ``pivot-envs serve``: every served env as an OpenEnv environment.
 
 OpenEnv (PyPI ``openenv``) is an env-control standard; its own clients (``openenv.GenericEnvClient``,
-``openenv validate``) use these URLs as they are (``tests/test_serve_openenv.py``). Trainers that speak
+``openenv validate``) use these URLs as they are (``tests/serve/test_serve_openenv.py``). Trainers that speak
 OpenEnv (TRL, Unsloth, SkyRL, verifiers) each need their own glue (a rollout function or env wrapper) to
 drive one: none was run here. Each env id of the server (pivot and episode envs) is one OpenEnv environment under
 ``/openenv/NAME``, NAME being the id without its namespace (``pivot/ToolUse-v0`` -> ``ToolUse-v0``,
@@ -48,7 +48,7 @@ the client picks; ``/reset``, ``/step`` and ``/state`` with it play that session
 server's session TTL idle (not while a WebSocket is attached) and live in the worker process that made
 them (a 421 elsewhere: serve them with ``--workers 1``; WebSocket sessions work with any worker count).
 
-The server does not import ``openenv``: the shapes are written out here, and ``tests/test_serve_openenv.py``
+The server does not import ``openenv``: the shapes are written out here, and ``tests/serve/test_serve_openenv.py``
 checks them with the real package (``openenv validate``, ``GenericEnvClient``).
 """
 

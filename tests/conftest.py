@@ -149,8 +149,8 @@ def transformers_server(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def smollm2_serve(smollm2_dir, transformers_server):
-    """The session's ``transformers serve`` for the tests of the real model (tests/test_gguf_import.py,
-    tests/test_judge.py); requests name ``str(smollm2_dir)`` as the model. Skips without SmolLM2."""
+    """The session's ``transformers serve`` for the tests of the real model (tests/models/test_gguf_import.py,
+    tests/verifiers/test_judge.py); requests name ``str(smollm2_dir)`` as the model. Skips without SmolLM2."""
     return transformers_server
 
 

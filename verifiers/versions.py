@@ -2,7 +2,7 @@
 
 A verifier's config says *what* it checks; its ``version`` (a class attribute of every
 :class:`~pivot_envs.verifiers.base.Verifier`, 1 unless the class declares another) says *which code* checks
-it. A verifier bumps its version whenever a code change changes its verdicts (``tests/test_golden_verdicts.py``
+it. A verifier bumps its version whenever a code change changes its verdicts (``tests/verifiers/test_golden_verdicts.py``
 fails until it does). Everything whose numbers depend on verdicts records the versions and refuses to resume
 under others: the profile's checkpoint (:mod:`pivot_envs.pipeline.profile`), the trainers' checkpoints, the
 demo's stages and its run folders::

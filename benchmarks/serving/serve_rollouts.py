@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.servers import start_transformers_serve  # noqa: E402
-from tests.test_rollouts import call, running  # noqa: E402
+from tests.serve.test_rollouts import call, running  # noqa: E402
 
 from pivot_envs.agents.openai_agent import OpenAIAgent, parse_choice  # noqa: E402
 from pivot_envs.serve.rollouts import RolloutService  # noqa: E402

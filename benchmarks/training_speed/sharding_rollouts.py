@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.test_pivotrl_trainer import build_toy, toy_config  # noqa: E402
-from tests.test_sharding import torchrun  # noqa: E402
+from tests.trainers.test_pivotrl_trainer import build_toy, toy_config  # noqa: E402
+from tests.trainers.test_sharding import torchrun  # noqa: E402
 
 from pivot_envs.trainers.metrics import read_metrics  # noqa: E402
 

@@ -34,7 +34,7 @@ from pivot_envs.cli import app
 
 pytestmark = [pytest.mark.filterwarnings("ignore:pivot_envs. could not load domain plugin 'kvbroken'")]
 
-USER_WORLDS = Path(__file__).resolve().parent / "user_worlds"
+USER_WORLDS = Path(__file__).resolve().parents[1] / "user_worlds"
 ENV_ID, NO_KEYS_ENV_ID = "pivot/KVStore-Episode-v0", "pivot/KVStoreNoKeys-Episode-v0"
 REFUSAL = "Sorry, I cannot help with that."
 

@@ -17,7 +17,7 @@ from pivot_envs import envs_data
 from pivot_envs.builtin_domains import domain_modules
 
 FOLDER = Path(envs_data.__file__).resolve().parent / "tool_use"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 PLAY = '''
 import json, sys

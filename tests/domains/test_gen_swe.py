@@ -17,7 +17,7 @@ from pivot_envs.envs_data.swe import generator as swe
 from pivot_envs.envs_data.swe.repos import FAMILIES, TEMPLATES, TEST_COMMAND
 from pivot_envs.types import Trajectory
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "swe-agent"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "swe-agent"
 
 
 @pytest.fixture(scope="module")

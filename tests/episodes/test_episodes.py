@@ -524,7 +524,7 @@ def test_play_user_errors_are_one_line_naming_the_flag(tmp_path, monkeypatch, ar
 def test_eval_episodes_reports_task_success_beside_per_turn_accuracy(tmp_path_factory, tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from tests.test_sft_eval import tiny_setup
+    from tests.trainers.test_sft_eval import tiny_setup
 
     tiny = tiny_setup(str(tmp_path_factory.getbasetemp() / "tiny-sft-eval"))
     report_path = tmp_path / "report.json"

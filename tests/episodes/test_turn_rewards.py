@@ -2,7 +2,7 @@
 
 Real parts throughout: the bundled test tasks of every domain with a world (sandboxes for terminal and
 SWE: skipped where there is none), each domain's default verifier, a real HTTP server (the module's
-``create_app(domains=["tool_use"])`` of ``tests/test_serve.py``) played with the real ``openenv`` client.
+``create_app(domains=["tool_use"])`` of ``tests/serve/test_serve.py``) played with the real ``openenv`` client.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def test_score_turns_false_skips_the_verifier():
 # --------------------------------------------------------------------------- OpenEnv
 
 try:
-    from tests.test_serve import url  # noqa: E402,F401  (the module's server: create_app(domains=["tool_use"]))
+    from tests.serve.test_serve import url  # noqa: E402,F401  (the module's server: create_app(domains=["tool_use"]))
 except pytest.skip.Exception as missing:  # no serve extra here: only the served tests skip
     _why = str(missing)
 

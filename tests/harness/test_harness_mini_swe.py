@@ -23,7 +23,7 @@ pytest.importorskip("minisweagent", reason="mini-swe-agent is not installed (pip
 from tests.conftest import ROOT  # noqa: E402
 from pivot_envs.agents.spec import build_agent  # noqa: E402
 from pivot_envs.episodes import EpisodeEnv  # noqa: E402
-from tests.harness_play import play_and_replay  # noqa: E402
+from tests.harness.harness_play import play_and_replay  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

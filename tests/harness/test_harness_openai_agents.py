@@ -29,7 +29,7 @@ from pivot_envs.agents.spec import build_agent  # noqa: E402
 from pivot_envs.episodes import EpisodeEnv  # noqa: E402
 from pivot_envs.formats import write_trajectories  # noqa: E402
 from pivot_envs.formats.tau2_tasks import default_tasks_path, read_tau2_tasks  # noqa: E402
-from tests.harness_play import play_and_replay  # noqa: E402
+from tests.harness.harness_play import play_and_replay  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

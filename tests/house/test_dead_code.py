@@ -2,7 +2,7 @@
 
 It runs at ``--min-confidence 61``, the level above vulture's guesses about functions, classes and attributes
 (60%: registries, gymnasium, typer, pydantic and fastapi reach those by name, so most guesses there are
-wrong). ``tests/vulture_whitelist.py`` names the few reports that are false, each with its reason.
+wrong). ``tests/house/vulture_whitelist.py`` names the few reports that are false, each with its reason.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pivot_envs"
 
 
@@ -28,7 +28,7 @@ def vulture(*paths: Path) -> subprocess.CompletedProcess:
 def test_the_library_has_no_dead_code():
     folders = library_folders()
     assert ROOT / "verifiers" in folders and ROOT / "trainers" in folders, folders
-    result = vulture(*folders, ROOT / "tests" / "vulture_whitelist.py")
+    result = vulture(*folders, ROOT / "tests" / "house" / "vulture_whitelist.py")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import scaled
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 
@@ -133,7 +133,7 @@ def test_every_quickstart_in_the_readme_exists_and_is_tested():
     text = README.read_text(encoding="utf-8")
     named = sorted(set(re.findall(r"examples/(quickstart_\w+\.py)", text)))
     assert named == sorted(p.name for p in (ROOT / "examples").glob("quickstart_*.py")) and len(named) == 3
-    tested = (ROOT / "tests" / "test_quickstarts.py").read_text(encoding="utf-8")
+    tested = (ROOT / "tests" / "house" / "test_quickstarts.py").read_text(encoding="utf-8")
     assert all(f'"{name}"' in tested for name in named)
 
 

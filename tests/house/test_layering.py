@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONTRACTS = ROOT / ".importlinter"
 LAYERS = "The house's layers"
 BELOW_THE_WORLDS = "Below the worlds"

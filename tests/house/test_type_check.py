@@ -17,7 +17,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def installed_layout(dest: Path) -> Path:

@@ -1,6 +1,6 @@
 """Names vulture reports unused that are used: each is called by someone else's code, with its reason.
 
-tests/test_dead_code.py passes this file to vulture beside the library folders; it is never imported.
+tests/house/test_dead_code.py passes this file to vulture beside the library folders; it is never imported.
 """
 # ruff: noqa
 

@@ -499,7 +499,7 @@ def test_check_launch_refuses_lone_processes_and_a_dropped_fsdp(monkeypatch):
 
 # --- the prompt profiling rendered, for a tool-aware chat template ---------------------------------
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _example(name: str):
@@ -613,7 +613,7 @@ def _torchrun(tmp_path, example: str, *args: str) -> list[dict]:
     import subprocess
     import sys
 
-    from tests.test_trainer_ddp import free_port
+    from tests.trainers.test_trainer_ddp import free_port
 
     out = tmp_path / "facts"
     out.mkdir()

@@ -30,7 +30,7 @@ from pivot_envs.integrations.verl import compute_score, export_episode_parquet  
 from pivot_envs.types import Pivot  # noqa: E402
 from tests.conftest import skip_lane  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AGENT_LOOP_YAML = ROOT / "examples" / "verl_agent_loop.yaml"
 VERL_INSTALL = ('pip install --no-deps verl==0.9.1 hydra-core==1.3.8 omegaconf==2.3.0 antlr4-python3-runtime==4.9.3 '
                 'tensordict==0.10.0 pyvers==0.1.0 codetiming==1.4.0 orjson==3.13.0')

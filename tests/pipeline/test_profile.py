@@ -36,7 +36,7 @@ from pivot_envs.verifiers.base import register_verifier
 
 from tests.conftest import scaled
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @lru_cache(maxsize=4)

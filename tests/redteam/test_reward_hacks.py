@@ -26,7 +26,7 @@ from pivot_envs.redteam.setup import domain_setup
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
-USER_WORLDS = Path(__file__).resolve().parent / "user_worlds"
+USER_WORLDS = Path(__file__).resolve().parents[1] / "user_worlds"
 SUBSET = {"terminal": 5, "tool_use": 8, "search": 8, "swe": 8, "tau2-airline": 2}
 """Pivots per domain in the fast subset (a fixed draw, seed 3)."""
 

@@ -36,7 +36,7 @@ from typer.testing import CliRunner
 from pivot_envs.cli import app
 from tests.conftest import skip_lane
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GYM_ROOT = ROOT / "nemo_gym"  # what NeMo Gym's runner runs in: the folder holding resources_servers/
 SERVER = GYM_ROOT / "resources_servers" / "pivot_envs"
 CONFIG = "resources_servers/pivot_envs/configs/pivot_envs.yaml"

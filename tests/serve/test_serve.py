@@ -22,7 +22,7 @@ from pivot_envs.serve.gym_http import SessionStore  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 
 CLI = [sys.executable, "-c", "from pivot_envs.cli import main; main()"]
-DATA = Path(__file__).parent / "data" / "nemo_gym"
+DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
 
 
 def _rows(name: str) -> list[dict]:

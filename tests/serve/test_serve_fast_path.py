@@ -19,7 +19,7 @@ uvicorn = pytest.importorskip("uvicorn")
 from pivot_envs.serve.app import VerifyFastPath, create_app  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 
-DATA = Path(__file__).parent / "data" / "nemo_gym"
+DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
 
 
 def _serve(app):

@@ -24,7 +24,7 @@ import gymnasium  # noqa: E402
 from openenv import GenericEnvClient  # noqa: E402
 from openenv.cli._validation import validate_running_environment  # noqa: E402
 
-from tests.test_serve import url  # noqa: E402,F401  (the module's server: create_app(domains=["tool_use"]))
+from tests.serve.test_serve import url  # noqa: E402,F401  (the module's server: create_app(domains=["tool_use"]))
 
 PIVOT, EPISODE = "ToolUse-v0", "ToolUse-Episode-v0"
 TIMEOUT = 120.0  # seconds: generous, for a busy 2-core machine

@@ -18,7 +18,7 @@ from pivot_envs.serve.nemo_gym import BodyError, RowReader, decode_with_spans
 from pivot_envs.types import stable_hash
 from pivot_envs.verifiers.batch import VerifierResolver
 
-DATA = Path(__file__).parent / "data" / "nemo_gym"
+DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
 FIELDS = ("reward", "passed", "reason", "error", "verifier", "field")
 
 

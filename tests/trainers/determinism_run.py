@@ -1,6 +1,6 @@
-"""One training run in a process of its own, for ``tests/test_determinism.py``::
+"""One training run in a process of its own, for ``tests/trainers/test_determinism.py``::
 
-    python tests/determinism_run.py pivotrl|e2e CONFIG.json [--stop-after STEP]
+    python tests/trainers/determinism_run.py pivotrl|e2e CONFIG.json [--stop-after STEP]
 
 Pins torch to one thread before anything else runs (the trainer's ``num_threads`` pins its loop too), trains with
 the config of the JSON file and, with ``--stop-after``, stops the process after that step's row is logged (exit 3),

@@ -1,7 +1,7 @@
 """Runs you can repeat: the same config and seed on the same machine give identical metrics and bitwise identical
 weights on the HF engine, run twice or stopped after some steps and resumed (PivotRL and E2E RL).
 
-Every run is a process of its own (``tests/determinism_run.py``: one torch thread), with its own
+Every run is a process of its own (``tests/trainers/determinism_run.py``: one torch thread), with its own
 ``PYTHONHASHSEED``: what a retrain at the same seed does, where anything that follows the iteration order of a
 set of strings would part the runs.
 """
@@ -33,7 +33,7 @@ def train(trainer: str, config: dict, out: Path, hash_seed: int, stop_after: int
     path = out.parent / f"{out.name}.config.json"
     path.write_text(json.dumps({**config, "output_dir": str(out)}), encoding="utf-8")
     # the checkout the test runs in, ahead of whatever copy an editable install points to (a git worktree's)
-    pythonpath = os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH", "")) if p)
+    pythonpath = os.pathsep.join(p for p in (str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "OMP_NUM_THREADS": "1", "PYTHONPATH": pythonpath}
     args = [sys.executable, str(SCRIPT), trainer, str(path)] + (["--stop-after", str(stop_after)] if stop_after else [])
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
@@ -77,7 +77,7 @@ def three_runs(trainer: str, config: dict, root: Path, stop_after: int) -> list[
 
 @pytest.mark.slow
 def test_pivotrl_runs_repeat_bitwise_and_a_resumed_run_equals_them(tmp_path):
-    from tests.test_pivotrl_trainer import build_toy
+    from tests.trainers.test_pivotrl_trainer import build_toy
 
     model, pivots = build_toy(tmp_path / "toy")
     config = dict(model=str(model), pivots=str(pivots), domain="tool_use", verifier="tool_call", steps=5,
@@ -92,7 +92,7 @@ def test_pivotrl_runs_repeat_bitwise_and_a_resumed_run_equals_them(tmp_path):
 
 @pytest.mark.slow
 def test_e2e_runs_repeat_bitwise_and_a_resumed_run_equals_them(tmp_path, bwrap_ok):
-    from tests.test_episode_rl import TASK
+    from tests.trainers.test_episode_rl import TASK
     from pivot_envs.agents.prompting import action_target
     from pivot_envs.episodes import resolve_tasks
     from pivot_envs.jsonl import write_jsonl

@@ -367,7 +367,7 @@ def test_example_configs_train_from_the_cli(tiny):
     from pivot_envs.cli import app
     from pivot_envs.cli.train_cmd import resolve_train_config
 
-    examples = Path(__file__).resolve().parents[1] / "examples"
+    examples = Path(__file__).resolve().parents[2] / "examples"
     algorithm, cfg, _ = resolve_train_config(examples / "train_e2e_tiny.yaml", [])
     assert algorithm == "e2e" and isinstance(cfg, EpisodeRLConfig) and cfg.rollout == "group"
     _, arpo, _ = resolve_train_config(examples / "train_arpo_tiny.yaml", [])

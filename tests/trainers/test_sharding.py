@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torch.distributed.fsdp", reason="FSDP2 needs torch >= 2.6")
 
-from tests.test_pivotrl_trainer import build_toy, toy_config  # noqa: E402
+from tests.trainers.test_pivotrl_trainer import build_toy, toy_config  # noqa: E402
 
 from pivot_envs.trainers.metrics import read_metrics  # noqa: E402
 

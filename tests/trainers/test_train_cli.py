@@ -22,7 +22,7 @@ from pivot_envs.config import (
     read_config_file,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
@@ -284,7 +284,7 @@ def cli():
 def tiny(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from tests.test_sft_eval import tiny_setup
+    from tests.trainers.test_sft_eval import tiny_setup
 
     return tiny_setup(str(tmp_path_factory.getbasetemp() / "tiny-sft-eval"))
 

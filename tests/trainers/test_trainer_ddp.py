@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tests.test_pivotrl_trainer import build_toy, toy_config  # noqa: E402
+from tests.trainers.test_pivotrl_trainer import build_toy, toy_config  # noqa: E402
 
 from pivot_envs.trainers.metrics import read_metrics  # noqa: E402
 

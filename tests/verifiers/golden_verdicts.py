@@ -3,12 +3,12 @@
 ``tests/data/golden_verdicts.json`` holds every case's pivot and action *inline* (a change to the bundled data
 cannot pass for a verdict change), its verifier spec, the verdict (``passed``, ``reward``, the deciding
 ``verifier``) and the versions of the verifiers of its spec (:func:`pivot_envs.verifiers.versions.verifier_versions`).
-``tests/test_golden_verdicts.py`` recomputes every verdict: a verdict that changed while its versions did not is a
+``tests/verifiers/test_golden_verdicts.py`` recomputes every verdict: a verdict that changed while its versions did not is a
 code change that needs a version bump; versions that changed need the file regenerated::
 
-    python tests/golden_verdicts.py            # compare, print what changed (exit 1 when anything did)
-    python tests/golden_verdicts.py --write    # regenerate the verdicts of the recorded cases
-    python tests/golden_verdicts.py --write --rebuild   # pick the cases again from the bundled data
+    python tests/verifiers/golden_verdicts.py            # compare, print what changed (exit 1 when anything did)
+    python tests/verifiers/golden_verdicts.py --write    # regenerate the verdicts of the recorded cases
+    python tests/verifiers/golden_verdicts.py --write --rebuild   # pick the cases again from the bundled data
 
 ``--write`` refuses to record a changed verdict whose versions did not change (bump the ``version`` of the verifier
 whose code changed first), so regenerating cannot skip the bump. A domain's cases are scored by the domain's default
@@ -34,9 +34,9 @@ from typing import Any, Iterable
 
 from pivot_envs.types import Pivot, stable_hash
 
-DATA = Path(__file__).resolve().parent / "data" / "golden_verdicts.json"
+DATA = Path(__file__).resolve().parents[1] / "data" / "golden_verdicts.json"
 FORMAT = "pivot-envs-golden-verdicts/1"
-COMMAND = "python tests/golden_verdicts.py --write"
+COMMAND = "python tests/verifiers/golden_verdicts.py --write"
 """The command that regenerates the file (quoted in every failure)."""
 
 DOMAINS = ("terminal", "tool_use", "search", "swe")

@@ -1,6 +1,6 @@
 """Golden verdicts: every recorded case's verdict must hold unless the versions of its verifiers changed.
 
-The cases, the file and the regeneration command: ``tests/golden_verdicts.py`` (``python tests/golden_verdicts.py
+The cases, the file and the regeneration command: ``tests/verifiers/golden_verdicts.py`` (``python tests/verifiers/golden_verdicts.py
 --write``). A verdict that changes while the versions do not is a code change without a ``version`` bump: the runs
 that recorded the old versions would resume under other rewards.
 """
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests import golden_verdicts as golden
+from tests.verifiers import golden_verdicts as golden
 from pivot_envs.verifiers import verifier_class, verifier_names
 from pivot_envs.verifiers.strict import StrictVerifier
 from pivot_envs.types import VerifyResult

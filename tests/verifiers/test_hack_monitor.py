@@ -190,7 +190,7 @@ def test_pivotrl_rows_carry_the_shares_of_the_steps_first_round(tmp_path):
     """Two pivots whose expert calls ``ping``, two whose expert answers with text, a verifier that passes anything
     but a ``beta`` call: the tiny model's calls at the text pivots are accepted with more calls than the expert."""
     pytest.importorskip("torch")
-    from tests.test_pivotrl_trainer import USERS, build_toy, call
+    from tests.trainers.test_pivotrl_trainer import USERS, build_toy, call
 
     from pivot_envs.domains import get_domain
     from pivot_envs.trainers.metrics import read_metrics

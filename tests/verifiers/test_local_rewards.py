@@ -54,7 +54,7 @@ def verify_rows(rows: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]
 def pivot_file(tmp_path_factory: pytest.TempPathFactory, bwrap_ok: None) -> Path:
     """A user's terminal trajectory, its tool results recorded by running it, cut into pivots by the CLI."""
     folder = tmp_path_factory.mktemp("mine")
-    tools = json.loads((Path(__file__).resolve().parents[1] / "envs_data" / "terminal" / "tools.json").read_text())
+    tools = json.loads((Path(__file__).resolve().parents[2] / "envs_data" / "terminal" / "tools.json").read_text())
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You run a shell in /work/shop."},
                                       {"role": "user", "content": "Mark notes.txt final and count the ERROR lines."}]
     with build_world("terminal") as world:

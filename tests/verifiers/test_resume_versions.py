@@ -44,7 +44,7 @@ def test_a_trainer_checkpoint_of_other_verifier_versions_is_refused(tmp_path, mo
     pytest.importorskip("transformers")
     import torch
 
-    from tests.test_pivotrl_trainer import build_toy, toy_config
+    from tests.trainers.test_pivotrl_trainer import build_toy, toy_config
     from pivot_envs.trainers.pivotrl import PivotRLTrainer, train_pivotrl
 
     toy = build_toy(tmp_path / "toy")

@@ -21,7 +21,7 @@ from pivot_envs.verifiers.catalog import built_in, discover, table
 from pivot_envs.verifiers.declaration import declared, forget
 from pivot_envs.verifiers.final_turn import ROUTES, FinalTurnVerifier, turn_kind
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMBINATORS = {"all", "any", "cascade", "weighted", "by_tool"}
 """The combinators, together in ``compose``; every other verifier has a module of its own name."""
 

@@ -28,7 +28,7 @@ from pivot_envs.verifiers.tool_name import command_word
 
 from tests.conftest import scaled
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tldr" / "commands.jsonl"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "tldr" / "commands.jsonl"
 BASH = {"type": "function", "function": {"name": "bash", "description": "Run a shell command", "parameters": {
     "type": "object",
     "properties": {"command": {"type": "string"}, "timeout": {"type": "integer", "default": 120}},

@@ -204,7 +204,7 @@ def test_repeated_pivots_in_one_call_and_repeated_episodes_are_sampled_apart(llm
 
 def test_a_vllm_agent_on_a_folder_samples_in_its_recorded_prompt_format(llm, model_dir, tmp_path, pivots):
     """The same engine, the model folder with ``prompt_format.json``: the prompts are the recorded format's, as
-    the ``hf`` agent's (tests/test_prompt_format.py), unless the agent is told otherwise."""
+    the ``hf`` agent's (tests/agents/test_prompt_format.py), unless the agent is told otherwise."""
     import shutil
 
     from pivot_envs.agents.prompt_format import write_prompt_format

@@ -18,7 +18,7 @@ pytest.importorskip("uvicorn")
 
 from tests.conftest import scaled  # noqa: E402
 from tests.servers import start_vllm_serve  # noqa: E402
-from tests.test_rollouts import call, running, wait_status  # noqa: E402
+from tests.serve.test_rollouts import call, running, wait_status  # noqa: E402
 
 from pivot_envs.serve.rollouts import RolloutService  # noqa: E402
 from pivot_envs.sources import resolve_pivots  # noqa: E402

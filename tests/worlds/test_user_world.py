@@ -33,7 +33,7 @@ from pivot_envs.worlds import (WORLDS, ToolResult, World, build_world, describe_
 pytestmark = [pytest.mark.filterwarnings("ignore:pivot_envs. could not load world plugin 'broken'"),
               pytest.mark.filterwarnings("ignore:pivot_envs. could not load domain plugin 'shared_stock'")]
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "worlds.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "worlds.md"
 runner = CliRunner()
 
 # --------------------------------------------------------------------------- the package (the guide's code)
