@@ -42,12 +42,13 @@ import itertools
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from pivot_envs.actions import message_text, parse_action
 from pivot_envs.agents.base import Agent, Completion
 from pivot_envs.agents.prompting import chat_messages
+from pivot_envs.endpoint import EndpointSettings
 from pivot_envs.types import Message, Pivot, stable_hash
 
 
@@ -56,8 +57,8 @@ class OpenAIAgentError(RuntimeError):
 
 
 @dataclass
-class OpenAISettings:
-    """Settings of the ``openai`` agent.
+class OpenAISettings(EndpointSettings):
+    """Settings of the ``openai`` agent (the endpoint's: :class:`~pivot_envs.endpoint.EndpointSettings`).
 
     Attributes:
         temperature: sampling temperature.
@@ -65,7 +66,6 @@ class OpenAISettings:
         max_new_tokens: longest completion, sent as ``max_tokens_field``.
         max_tokens_field: ``"max_tokens"`` or ``"max_completion_tokens"`` (OpenAI reasoning models).
         max_concurrency: requests in flight at once (over all URLs).
-        timeout_s: timeout of one request, seconds.
         max_retries: extra attempts on one URL after a retryable failure (the ``openai`` client's
             retries); then the next URL is tried, so a request makes at most
             ``(max_retries + 1) * len(base_urls)`` attempts. ``0``: fail over at once.
@@ -77,9 +77,7 @@ class OpenAISettings:
         send_tools: send the pivot's tools with the request.
         tool_calls_as_text: send earlier assistant tool calls as Hermes text content
             instead of structured ``tool_calls``.
-        api_key_env: environment variable holding the API key (``"EMPTY"`` when unset).
         seed: the seed used when ``sample`` gets ``seed=None``.
-        extra_body: extra JSON fields of every request (server-specific options).
     """
 
     temperature: float = 1.0
@@ -87,17 +85,12 @@ class OpenAISettings:
     max_new_tokens: int = 256
     max_tokens_field: str = "max_tokens"
     max_concurrency: int = 16
-    timeout_s: float = 120.0
-    max_retries: int = 3
     backoff_s: float = 0.5
     max_backoff_s: float = 8.0
     use_n: bool | None = None
     logprobs: bool = True
     send_tools: bool = True
     tool_calls_as_text: bool = False
-    api_key_env: str = "OPENAI_API_KEY"
-    seed: int = 0
-    extra_body: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.max_concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:

@@ -25,9 +25,10 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
+from pivot_envs.endpoint import EndpointSettings
 from pivot_envs.registry import Registry
 from pivot_envs.types import Message, Trajectory, content_text
 
@@ -126,30 +127,20 @@ class ScriptedUser(UserSimulator):
 
 
 @dataclass
-class LLMUserSettings:
-    """Settings of the LLM user.
+class LLMUserSettings(EndpointSettings):
+    """Settings of the LLM user (the endpoint's: :class:`~pivot_envs.endpoint.EndpointSettings`).
 
     Attributes:
         temperature: sampling temperature (tau-bench's user default: 0).
         max_tokens: longest user message.
-        timeout_s: timeout of one request, seconds.
-        max_retries: the ``openai`` client's retries of one request (connection errors, 408/409/429, 5xx).
         stop_tokens: a reply containing one of these ends the episode (the text before it is kept).
         system_prompt: the system prompt template (``{instruction}`` is filled in).
-        api_key_env: environment variable holding the API key (``"EMPTY"`` when unset).
-        seed: sent with every request (whether the server honours it is up to the server).
-        extra_body: extra JSON fields of every request.
     """
 
     temperature: float = 0.0
     max_tokens: int = 256
-    timeout_s: float = 120.0
-    max_retries: int = 3
     stop_tokens: Sequence[str] = STOP_TOKENS
     system_prompt: str = USER_SYSTEM_PROMPT
-    api_key_env: str = "OPENAI_API_KEY"
-    seed: int = 0
-    extra_body: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1 or self.timeout_s <= 0 or self.max_retries < 0:

@@ -429,17 +429,24 @@ class PolicyConfig(TrainerConfig):
 
 
 @dataclass
-class PivotRLConfig(PolicyConfig):
-    """Configuration of :func:`pivot_envs.trainers.pivotrl.train_pivotrl` (PivotRL, Algorithm 1): the
-    :class:`PolicyConfig` settings plus the pivots, their verifiers, resampling and PVPO."""
+class PivotData:
+    """The training pivots, of the trainers that learn from pivots: PivotRL and the SFT baseline (the episode
+    trainer starts at tasks and has no ``pivots`` key)."""
 
-    advantage_inputs: ClassVar[AdvantageInputs] = AdvantageInputs(baselines=True, resample=True)  # profiled pivots
-
-    # ------------------------------------------------------------------ pivots and verifiers
     pivots: str | None = None
-    """Pivot JSONL file D_pivot (e.g. the output of ``pivot-envs profile --filter``);
-    ``None``: the domain's bundled ``split``."""
+    """The training pivots D_pivot: a pivot JSONL file (ours or NeMo Gym rows; e.g. the output of
+    ``pivot-envs profile --filter``) or ``bundled:DOMAIN[:SPLIT]``; ``None``: the domain's bundled ``split``. Give
+    the SFT baseline the file the PivotRL run trains on to compare the arms on the same data."""
 
+
+@dataclass
+class PivotRLConfig(PolicyConfig, PivotData):
+    """Configuration of :func:`pivot_envs.trainers.pivotrl.train_pivotrl` (PivotRL, Algorithm 1): the
+    :class:`PolicyConfig` settings plus the pivots (:class:`PivotData`), their verifiers, resampling and PVPO."""
+
+    advantage_inputs = AdvantageInputs(baselines=True, resample=True)  # profiled pivots
+
+    # ------------------------------------------------------------------ verifiers (the pivots: PivotData's)
     verifier: Any = None
     """Verifier spec (a name, a config dict, or a JSON string of one); ``None``: the domain's default."""
 

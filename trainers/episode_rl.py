@@ -57,7 +57,6 @@ import logging
 import math
 import os
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -102,10 +101,6 @@ class EpisodeRLConfig(PolicyConfig):
 
     tasks_per_step: int = 8
     """Tasks drawn per step (each plays ``group_size`` rollouts, the GRPO group)."""
-
-    pivots_per_step: int | None = None
-    """Deprecated name of ``tasks_per_step``: accepted with a ``DeprecationWarning`` and moved there (it reads
-    ``None`` afterwards). Where ``tasks_per_step`` is also set to another value than the default, that wins."""
 
     max_turns: int = 8
     """Assistant turns before an episode is truncated (a truncated episode is a failure)."""
@@ -171,19 +166,6 @@ class EpisodeRLConfig(PolicyConfig):
     """The share of a step's harness runs that may fail (a non-zero exit, killed, could not start) before the run
     stops with an error naming the harness's stderr. A failed step always warns with it; ``1.0`` never stops early
     (a run in which no step trained still ends with an error)."""
-
-    def __post_init__(self) -> None:
-        old = self.pivots_per_step
-        if old is not None:  # the deprecated spelling: moved to tasks_per_step
-            self.pivots_per_step = None
-            if self.tasks_per_step in (EpisodeRLConfig.tasks_per_step, old):
-                self.tasks_per_step = old
-                warnings.warn(f"EpisodeRLConfig.pivots_per_step is deprecated: episodes count tasks; write "
-                              f"tasks_per_step: {old} instead", DeprecationWarning, stacklevel=3)
-            else:
-                warnings.warn(f"EpisodeRLConfig.pivots_per_step = {old} is ignored: tasks_per_step = "
-                              f"{self.tasks_per_step} is set too (pivots_per_step is its deprecated name)", stacklevel=3)
-        super().__post_init__()
 
     def validate(self) -> None:
         super().validate()

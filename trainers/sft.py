@@ -68,7 +68,7 @@ from typing import Any, Callable, Sequence, cast
 from pivot_envs.agents.prompt_format import write_prompt_format
 from pivot_envs.agents.prompting import PromptConfig, action_target, encode_prompt
 from pivot_envs.config import ConfigError
-from pivot_envs.trainers.config import TrainerConfig
+from pivot_envs.trainers.config import PivotData, TrainerConfig
 from pivot_envs.trainers.metrics import MetricsLogger, read_metrics, truncate_metrics
 from pivot_envs.types import Pivot
 from pivot_envs.trainers.lm_loop import Part, collate, split_micro, target_nll_sum, train_steps  # noqa: F401
@@ -96,17 +96,14 @@ RESUME_INVARIANT = ("model", "domain", "pivots", "split", "seed", "steps", "batc
 
 
 @dataclass
-class SFTConfig(TrainerConfig):
+class SFTConfig(TrainerConfig, PivotData):
     """Settings of the SFT baseline: :class:`~pivot_envs.trainers.config.TrainerConfig`'s (the model, data, run
     length, AdamW and schedule, checkpoints and hardware, declared there once, as the RL trainers share them) plus
-    the pivots and their batch.
+    the pivots (:class:`~pivot_envs.trainers.config.PivotData`'s, as PivotRL's) and their batch.
 
     Attributes:
         output_dir: folder for ``final/`` (the trained model), ``metrics.jsonl``, ``loss.png``,
             ``checkpoint-NNNNNN/`` folders, ``sft_config.json`` and ``train_result.json``.
-        pivots: the training pivots: a pivot JSONL file (ours or NeMo Gym rows) or
-            ``bundled:DOMAIN[:SPLIT]``; ``None``: the bundled ``split`` of ``domain``. Give the file
-            the PivotRL run trains on to compare the arms on the same data.
         batch_size: pivots per optimiser step.
         lr: peak AdamW learning rate (``1e-3``: a tiny model's; RL's default, ``1e-6``, is a large model's).
         max_action_tokens: cut expert actions longer than this (the agent cannot emit more anyway).
@@ -118,7 +115,6 @@ class SFTConfig(TrainerConfig):
     """
 
     output_dir: str = "out/sft"
-    pivots: str | None = None
     batch_size: int = 8
     lr: float = 1e-3
     max_action_tokens: int = 256

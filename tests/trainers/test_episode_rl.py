@@ -336,15 +336,11 @@ def test_config_errors_name_the_field():
         EpisodeRLConfig(model="m", turn_credit=-0.5)
 
 
-def test_the_old_pivots_per_step_key_still_counts_tasks_with_a_deprecation_warning():
-    with pytest.warns(DeprecationWarning, match="tasks_per_step: 3"):
-        old = EpisodeRLConfig.from_dict({"model": "m", "pivots_per_step": 3})
-    assert old.tasks_per_step == 3 and old.pivots_per_step is None
-    assert old == EpisodeRLConfig(model="m", tasks_per_step=3)
-    assert EpisodeRLConfig.from_dict(old.to_dict()) == old  # round trips without the old key
-    with pytest.warns(UserWarning, match="pivots_per_step = 3 is ignored: tasks_per_step = 5"):
-        both = EpisodeRLConfig(model="m", pivots_per_step=3, tasks_per_step=5)
-    assert both.tasks_per_step == 5
+def test_pivots_per_step_is_not_an_episode_key():  # episodes count tasks: tasks_per_step
+    from pivot_envs.config import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown key 'pivots_per_step'"):
+        EpisodeRLConfig.from_dict({"model": "m", "pivots_per_step": 3})
 
 
 def test_the_episode_trainer_holds_the_shared_policy_update_not_the_pivotrl_trainer():
@@ -377,7 +373,7 @@ def test_example_configs_train_from_the_cli(tiny):
     result = CliRunner().invoke(app, [
         "train", "--config", str(examples / "train_arpo_tiny.yaml"), "--set", f"model={model}",
         "--set", f"output_dir={out}", "--set", f"tasks={root / 'tasks.jsonl'}", "--set", "steps=1",
-        "--set", "pivots_per_step=1", "--set", "max_turns=2", "--set", "max_new_tokens=12", "--set", "device=cpu",
+        "--set", "tasks_per_step=1", "--set", "max_turns=2", "--set", "max_new_tokens=12", "--set", "device=cpu",
         "--set", "save_every=0", "--set", "num_threads=1"])
     assert result.exit_code == 0, result.output
     row = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
