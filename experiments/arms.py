@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pivot_envs.experiments.arm_table import ARM
-from pivot_envs.experiments.divergence import divergence
 from pivot_envs.experiments.engines import EngineSettings, eval_agents, rl_fields
 from pivot_envs.experiments.evaluation import Sampling, pivot_report, play_tasks
 from pivot_envs.experiments.few_shot_probes import few_shot_probe_set
@@ -362,6 +361,8 @@ def _run_part(spec: RunSpec, settings: RunSettings, part: str, folder: Path) -> 
         _say(f"[{folder.name}] task success along training ...")
         result = {"points": task_curve(spec, settings, folder)}
     elif part == "divergence":
+        from pivot_envs.experiments.divergence import divergence  # imports torch (the train extra) at its top
+
         _say(f"[{folder.name}] KL to the base and entropy at {settings.per_arm.divergence_pivots} test pivots ...")
         result = divergence(model, settings.base_model, settings.test_pivots, settings.sampling(), seed=spec.seed,
                             k=settings.per_arm.divergence_k, limit=settings.per_arm.divergence_pivots)

@@ -22,10 +22,14 @@ import random
 import time
 from typing import Any
 
+import torch
+
 from pivot_envs.agents.prompting import encode_prompt
 from pivot_envs.experiments.engines import eval_agents
 from pivot_envs.experiments.evaluation import Sampling
 from pivot_envs.formats import read_pivots
+from pivot_envs.trainers.logprobs import completion_logprobs
+from pivot_envs.trainers.token_batch import pack
 
 SCORE_BATCH = 8
 """Sequences per float32 forward pass."""
@@ -63,11 +67,7 @@ def divergence(model: str, base: str, pivots: str, sampling: Sampling, *, seed: 
 def _score(model_dir: str, rows: list[tuple[list[int], list[int]]], sampling: Sampling, *,
            with_entropy: bool) -> dict[str, list[list[float]]]:
     """Per-sequence token log-probs (and entropies) of the completions under ``model_dir``, float32."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from pivot_envs.trainers.logprobs import completion_logprobs
-    from pivot_envs.trainers.token_batch import pack
 
     if sampling.num_threads:
         torch.set_num_threads(sampling.num_threads)

@@ -24,6 +24,9 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from pivot_envs.agents.hf import HFAgent
+from pivot_envs.agents.vllm_agent import VLLMAgent
+
 ENGINES = ("auto", "hf", "vllm")
 
 
@@ -98,8 +101,6 @@ def eval_agents(model_dir: str, engine: EngineSettings, *, seed: int, max_new_to
     def agent(temperature: float, max_new_tokens_: int | None = None) -> Any:
         new = max_new_tokens if max_new_tokens_ is None else max_new_tokens_
         if engine.kind == "vllm":
-            from pivot_envs.agents.vllm_agent import VLLMAgent
-
             common = dict(temperature=temperature, seed=seed, max_new_tokens=new, max_prompt_tokens=max_prompt_tokens,
                           tools=engine.tools)
             if not owner:
@@ -107,8 +108,6 @@ def eval_agents(model_dir: str, engine: EngineSettings, *, seed: int, max_new_to
                                        engine=vllm_engine_options(engine), **common))
                 return owner[0]
             return VLLMAgent(model_dir, llm=owner[0].llm, tokenizer=owner[0].tokenizer, **common)
-        from pivot_envs.agents.hf import HFAgent
-
         common = dict(temperature=temperature, max_new_tokens=new, max_prompt_tokens=max_prompt_tokens,
                       batch_size=batch_size, logprobs="none", num_threads=num_threads, seed=seed,
                       tools=engine.tools)

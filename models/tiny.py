@@ -244,7 +244,7 @@ def generate(model_dir: str | Path, messages: list[dict], max_new_tokens: int = 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from pivot_envs.trainers.distributed import torch_threads  # imports torch at its top
+    from pivot_envs.trainers.distributed import torch_threads  # imports torch; tiny is imported without it
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)

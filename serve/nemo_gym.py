@@ -52,8 +52,8 @@ from typing import Any, Sequence
 from pivot_envs.actions import parse_action
 from pivot_envs.formats.nemo_gym import COMPARATOR_FIELD, tool_call_params
 from pivot_envs.jsonl import BadRowError
-from pivot_envs.serve.row_reader import (INPUT_FIELD, READER, TOOLS_FIELD, BodyError, RowInfo, RowReader, _WS,
-                                         _body_error, action_from_response, decode_with_spans)
+from pivot_envs.serve.row_reader import (INPUT_FIELD, READER, TOOLS_FIELD, BodyError, RowInfo, RowReader, JSON_WHITESPACE,
+                                         body_error, action_from_response, decode_with_spans)
 from pivot_envs.serve.verify_episodes import STEP_FIELDS, episode_pivot, is_episode_row, score_episode, step_fields
 from pivot_envs.types import Message, Pivot, VerifyResult
 from pivot_envs.verifiers.base import Verifier
@@ -87,7 +87,7 @@ def row_verifier(body: dict[str, Any], pivot: Pivot, resolver: Any) -> Verifier:
     try:
         params = tool_call_params(body[COMPARATOR_FIELD])
     except BadRowError as exc:
-        raise _body_error(exc) from None
+        raise body_error(exc) from None
     spec, found = _with_tool_call_params(verifier.config(), params)
     if not found:
         raise BodyError(COMPARATOR_FIELD, f"sets tool_call's parallel-call reward, but this server scores the row "
@@ -206,8 +206,8 @@ def verify_body_text(data: bytes | str, resolver: Any, domain: str = "tool_use",
     else:
         pivot, action = reader.parse(body, domain, info)
         out = answer(body, verify_batch([parse_action(action)], [pivot], [row_verifier(body, pivot, resolver)])[0])
-    start = len(text) - len(text.lstrip(_WS))
-    return out, _join_answers([out], [body], data, text, [(start, start + len(text.strip(_WS)))], listed=False)
+    start = len(text) - len(text.lstrip(JSON_WHITESPACE))
+    return out, _join_answers([out], [body], data, text, [(start, start + len(text.strip(JSON_WHITESPACE)))], listed=False)
 
 
 def verify_rows_text(data: bytes | str, resolver: Any, domain: str = "tool_use",

@@ -48,7 +48,7 @@ class BodyError(ValueError):
         return {"field": self.field, "error": self.problem, "message": str(self)}
 
 
-def _body_error(exc: BadRowError) -> BodyError:
+def body_error(exc: BadRowError) -> BodyError:
     return BodyError(exc.field, exc.problem + (f" (fix: {exc.fix})" if exc.fix else ""))
 
 
@@ -244,7 +244,7 @@ class _Sub:
 
 
 _DECODER = json.JSONDecoder()
-_WS = " \t\n\r"
+JSON_WHITESPACE = " \t\n\r"
 _HASH_CHUNK = 2047
 """hashlib lets go of the GIL for 2048 bytes or more; handing it back and forth with the event loop's
 thread costs far more than the hash (up to the 5 ms switch interval), so rows are hashed in smaller pieces."""
@@ -274,7 +274,7 @@ class RowReader:
     # ---- text -> rows
     def decode_body(self, raw: str) -> tuple[Any, RowInfo | None]:
         """One JSON body (``/verify``); ``json.JSONDecodeError`` exactly when ``json.loads(raw)`` raises."""
-        text = raw.strip(_WS)
+        text = raw.strip(JSON_WHITESPACE)
         cut, subs = self._cut(text)
         if subs:
             try:
@@ -326,11 +326,11 @@ class RowReader:
             else:
                 i, kind = ii, "input"
             p = resume = i + 7
-            while p < n and text[p] in _WS:
+            while p < n and text[p] in JSON_WHITESPACE:
                 p += 1
             if p < n and text[p] == ":":
                 p += 1
-                while p < n and text[p] in _WS:
+                while p < n and text[p] in JSON_WHITESPACE:
                     p += 1
                 if p < n and text[p] == "[":
                     end = self._take(text, p, kind, pieces, subs, last, size)
@@ -458,7 +458,7 @@ class RowReader:
                                'a NeMo Gym pivot row needs "expected_action": {"type": "function_call"|"message", ...}')
             expert, expert_key = self._expert(body["expected_action"])
         except BadRowError as exc:
-            raise _body_error(exc) from None
+            raise body_error(exc) from None
         if "id" in body or "uuid" in body:  # the row's own id, as plain_pivot_from_row reads it
             pivot_id = next((str(body[k]) for k in ("id", "uuid") if body.get(k) is not None), None)
             if pivot_id is None:
@@ -515,7 +515,7 @@ def _decode_list(text: str) -> tuple[list[Any], list[tuple[int, int]]]:
     items: list[Any] = []
     bounds: list[tuple[int, int]] = []
     i, n = 1, len(text)
-    ws = _WS
+    ws = JSON_WHITESPACE
     while i < n and text[i] in ws:
         i += 1
     if i < n and text[i] == "]":

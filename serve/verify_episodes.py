@@ -43,7 +43,7 @@ from pivot_envs.episodes import same_observations
 from pivot_envs.formats.responses import (ITEM_TYPES, content_from_parts, input_to_messages, message_to_expected,
                                           output_text)
 from pivot_envs.jsonl import BadRowError
-from pivot_envs.serve.row_reader import READER, BodyError, RowInfo, RowReader, _body_error, action_from_response
+from pivot_envs.serve.row_reader import READER, BodyError, RowInfo, RowReader, body_error, action_from_response
 from pivot_envs.types import Message, Pivot, VerifyResult, stable_hash
 
 EPISODE_FIELD = "expected_output"
@@ -117,7 +117,7 @@ def expert_turns(items: Any) -> list[tuple[Message, list[Message]]]:
     try:
         messages = input_to_messages(typed, EPISODE_FIELD)
     except BadRowError as exc:
-        raise _body_error(exc) from None
+        raise body_error(exc) from None
     turns: list[tuple[list[Message], list[Message]]] = []
     for m in messages:  # each run of assistant messages is one turn, the messages after it came back
         if m.get("role") == "assistant":
@@ -153,7 +153,7 @@ def _came_back(turn: Turn, field_name: str) -> list[Message]:
                 out.append({"role": item.get("role"), "content": content_from_parts(item.get("content"),
                                                                                    f"{field_name}[{at}].content")})
     except BadRowError as exc:
-        raise _body_error(exc) from None
+        raise body_error(exc) from None
     return out
 
 

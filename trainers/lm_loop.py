@@ -134,7 +134,7 @@ def train_steps(
     rank; each term's normaliser and the row's figures are summed over the ranks, so the update and the row are
     those of one process training on the whole step.
     """
-    from pivot_envs.trainers.distributed import no_sync, torch_threads
+    from pivot_envs.trainers.distributed import no_sync, torch_threads  # imports torch; lm_loop is imported without it
 
     multi = dist is not None and dist.enabled
     world = dist.world_size if multi else 1

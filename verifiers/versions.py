@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping
 from pivot_envs.config import ConfigError
 from pivot_envs.types import stable_hash
 from pivot_envs.verifiers.base import Verifier, VerifierSpec, build_verifier
+from pivot_envs.verifiers.defaults import default_verifier_spec
 
 Versions = dict[str, int]
 """Registered verifier name -> version."""
@@ -82,8 +83,6 @@ def merged_versions(specs: Iterable[VerifierSpec]) -> Versions:
 
 def domain_versions(domains: Iterable[str]) -> Versions:
     """The versions of the default verifiers of ``domains`` (:func:`~pivot_envs.verifiers.defaults.default_verifier_spec`)."""
-    from pivot_envs.verifiers.defaults import default_verifier_spec
-
     return merged_versions(default_verifier_spec(d) for d in sorted(set(domains)))
 
 

@@ -100,7 +100,7 @@ from typing import Any, AsyncIterator, Mapping, Sequence
 
 from pivot_envs.worlds.base import (ToolResult, World, WorldError, WorldTask, json_by_value, normalize_output,
                                     parse_arguments)
-from pivot_envs.worlds.mcp_results import as_sent, result_text
+from pivot_envs.worlds.mcp_results import as_sent, maybe_json, result_text
 from pivot_envs.worlds.registry import build_world
 from pivot_envs.worlds.tau2_servers import SHARED_STATE_SERVERS, known_server_defaults
 
@@ -213,9 +213,9 @@ class MCPWorld(World):
             rows = []
             for probe in probes:
                 result = self._call(probe["name"], dict(probe["arguments"]))
-                rows.append([probe["name"], probe["arguments"], _maybe_json(result.content), result.error])
-            return _sha256(rows)
-        return _sha256([[name, args] for name, args in self._log])
+                rows.append([probe["name"], probe["arguments"], maybe_json(result.content), result.error])
+            return sha256_json(rows)
+        return sha256_json([[name, args] for name, args in self._log])
 
     def close(self) -> None:
         self._started = False
@@ -526,14 +526,7 @@ def _public(args: dict[str, Any], hidden_argument: str | None) -> dict[str, Any]
     return {k: v for k, v in args.items() if k != hidden_argument}
 
 
-def _maybe_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
-
-
-def _sha256(value: Any) -> str:
+def sha256_json(value: Any) -> str:
     text = json.dumps(json_by_value(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

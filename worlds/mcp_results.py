@@ -50,7 +50,7 @@ def result_text(data: Mapping[str, Any], tool: str = "", result_path: Sequence[s
     if result_path:
         found, value = _at_path(structured, result_path)
         if not found:
-            found, value = _at_path(_maybe_json(content), result_path)
+            found, value = _at_path(maybe_json(content), result_path)
         if found:
             return value_text(value), error
     if error:
@@ -134,7 +134,7 @@ def _at_path(value: Any, path: Sequence[str]) -> tuple[bool, Any]:
     return True, value
 
 
-def _maybe_json(text: str) -> Any:
+def maybe_json(text: str) -> Any:
     try:
         return json.loads(text)
     except (TypeError, ValueError):

@@ -41,7 +41,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from pivot_envs.worlds.base import ToolResult, WorldTask, parse_arguments
-from pivot_envs.worlds.mcp import MCPWorld, _maybe_json, _sha256
+from pivot_envs.worlds.mcp import MCPWorld, sha256_json
+from pivot_envs.worlds.mcp_results import maybe_json
 from pivot_envs.worlds.tau2_servers import ADMIN_TOOLS, RESULT_PATH, TAU2_DOMAINS
 
 
@@ -94,7 +95,7 @@ class Tau2World(MCPWorld):
         result = super().call(name, args)
         field = self.domain.created.get(name)
         if field and not result.error:
-            made = _maybe_json(result.content)
+            made = maybe_json(result.content)
             if isinstance(made, dict) and isinstance(made.get(field), str) and field in self.domain.records:
                 self._before.setdefault((field, made[field]), None)  # did not exist before: always changed
         return result
@@ -111,8 +112,8 @@ class Tau2World(MCPWorld):
         probes = self.probes + self._task_probes
         for probe in probes:
             result = self._call(probe["name"], dict(probe["arguments"]))
-            rows.append([probe["name"], probe["arguments"], _maybe_json(result.content), result.error])
-        return _sha256(rows)
+            rows.append([probe["name"], probe["arguments"], maybe_json(result.content), result.error])
+        return sha256_json(rows)
 
     def config(self) -> dict[str, Any]:
         cfg: dict[str, Any] = {"name": self.name}
@@ -134,7 +135,7 @@ class Tau2World(MCPWorld):
     def _read(self, field: str, value: str) -> Any:
         tool, argument = self.domain.records[field]
         result = self._call(tool, {argument: value})
-        return [_maybe_json(result.content), result.error]
+        return [maybe_json(result.content), result.error]
 
     def _snapshot(self, key: tuple[str, str]) -> None:
         """Read a record (and its owner) before the episode's first write that names it."""

@@ -76,7 +76,7 @@ from pivot_envs.redteam.families.shell_spellings import (  # noqa: E402,F401 - t
     DESTRUCTIVE,
     DUMP,
     NOOPS,
-    _writes,
+    writes_files,
     flags,
     long_options,
     ls_long,
@@ -128,7 +128,7 @@ def terminal_actions(pivot: Pivot, others: list[str], tree: dict[str, str | None
         add("wrong_target", "wrong", target)
     if "rm " not in command:
         add("destructive", "wrong", DESTRUCTIVE)
-    if expert_lines > 0 or _writes(command):
+    if expert_lines > 0 or writes_files(command):
         for noop in NOOPS:
             add("noop", "wrong", noop)
     total = sum(len(c.splitlines()) for c in tree.values() if c is not None)

@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pivot_envs.cli.common import RateColumn, console, err_console, fail, progress, user_errors
-from pivot_envs.cli.verify_cmd import _spec
+from pivot_envs.cli.verify_cmd import verifier_spec
 from pivot_envs.formats import write_pivots
 from pivot_envs.pipeline.filter import MODES, FilterConfig, filter_pivots
 from pivot_envs.pipeline.profile import profile_pivots
@@ -71,7 +71,7 @@ def profile_command(
         return
     if pivots is None or agent is None or output is None:
         fail("give --pivots IN, --agent SPEC and -o OUT (or --report FILE to summarise a profiled file)")
-    spec = _spec(verifier, config)
+    spec = verifier_spec(verifier, config)
     candidates = _read_pivots(pivots)
     if not candidates:
         fail(f"{pivots}: no pivots to profile")

@@ -21,7 +21,7 @@ import typer
 
 from pivot_envs.agents.spec import parse_agent_spec
 from pivot_envs.cli.common import WORLD_HELP, err_console, fail
-from pivot_envs.cli.verify_cmd import _spec, _world_exec_spec
+from pivot_envs.cli.verify_cmd import verifier_spec, world_exec_spec
 from pivot_envs.domains import domain_names
 from pivot_envs.serve.auth import check_binding
 from pivot_envs.users import parse_user_spec
@@ -65,9 +65,9 @@ def serve_command(
     if world is not None:
         if verifier != "world_exec" or config is not None:
             fail(f"--world {world}: only with --verifier world_exec (or put 'world' in a --config file)")
-        spec = _world_exec_spec(world)  # checked by building it; fails with the flag named
+        spec = world_exec_spec(world)  # checked by building it; fails with the flag named
     else:
-        spec = _spec(verifier, config)  # checked by building it; fails with the flag named
+        spec = verifier_spec(verifier, config)  # checked by building it; fails with the flag named
     problem = check_binding(host, api_key, insecure_no_key)
     if problem is not None:
         fail(problem)

@@ -35,6 +35,7 @@ from pivot_envs.cli.common import console, err_console, fail, progress, user_err
 from pivot_envs.config import ConfigError, apply_overrides, build_config, read_config_file
 from pivot_envs.sources import resolve_pivots
 from pivot_envs.trainers.eval_report import EvalReport
+from pivot_envs.trainers.evaluate import episode_sources, evaluate
 from pivot_envs.trainers.harness_steps import HarnessFailure
 from pivot_envs.trainers.metrics import StepReport
 from pivot_envs.users import parse_user_spec
@@ -221,8 +222,6 @@ def eval_command(
         import transformers  # noqa: F401
     except ImportError as exc:
         fail(f"evaluation needs the train extra: pip install 'pivot-envs[train]' ({exc})")
-    from pivot_envs.trainers.evaluate import episode_sources, evaluate  # the trainer stack: needs the train extra
-
     if tasks is not None and not episodes:
         fail("--tasks names the tasks of --episodes: add --episodes")
     if max_turns < 1:

@@ -45,9 +45,9 @@ def verify_command(
         if verifier != "world_exec":
             fail(f"--world {world}: only with --verifier world_exec (or put 'world' in a --config file)")
         verifier = None
-        spec = _world_exec_spec(world)
+        spec = world_exec_spec(world)
     else:
-        spec = _spec(verifier, config)
+        spec = verifier_spec(verifier, config)
     if expected is not None or action is not None:
         _one_off(spec, expected, action, tools)
         return
@@ -67,7 +67,7 @@ def verify_command(
         _print_report(miss_rate_report(functional, strict), functional)
 
 
-def _spec(verifier: Optional[str], config: Optional[Path]) -> Any:
+def verifier_spec(verifier: Optional[str], config: Optional[Path]) -> Any:
     """The verifier spec of ``--verifier`` or ``--config``, checked by building it (before any row is read)."""
     if verifier and config:
         fail("give either --verifier or --config, not both")
@@ -93,7 +93,7 @@ def _spec(verifier: Optional[str], config: Optional[Path]) -> Any:
     return source.data
 
 
-def _world_exec_spec(world: str) -> dict[str, Any]:
+def world_exec_spec(world: str) -> dict[str, Any]:
     """The ``world_exec`` verifier on ``world`` (a name, mcp:COMMAND, a config file or inline JSON), checked by
     building it (the world is built and closed)."""
     spec = {"name": "world_exec", "world": world_option(world)}

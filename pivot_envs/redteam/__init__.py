@@ -17,7 +17,8 @@ The families are in :mod:`~pivot_envs.redteam.families` (one module per kind of 
 in :mod:`~pivot_envs.redteam.oracle`; building and scoring in :mod:`~pivot_envs.redteam.run`.
 """
 
-from pivot_envs.redteam.case import Case, Family, FAMILIES, family_names
+from pivot_envs.redteam.case import Case, Family, FAMILIES
+from pivot_envs.redteam.families import family_names
 from pivot_envs.redteam.run import RedTeamReport, build_cases, red_team, score_cases
 
 __all__ = ["Case", "FAMILIES", "Family", "RedTeamReport", "build_cases", "family_names", "red_team", "score_cases"]

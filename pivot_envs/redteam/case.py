@@ -105,10 +105,3 @@ def family(name: str, label: str, where: str, doc: str, needs: str = "") -> Call
         FAMILIES[name] = Family(name, label, where, maker, doc, needs)
         return maker
     return register
-
-
-def family_names() -> list[str]:
-    """The registered families' names, sorted."""
-    from pivot_envs.redteam import families  # noqa: F401 - registers them
-
-    return sorted(FAMILIES)

@@ -12,8 +12,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from pivot_envs.domains import find_domain
+from pivot_envs.domains import domain_names, find_domain
 from pivot_envs.episodes.tasks import resolve_tasks
+from pivot_envs.formats.tau2_tasks import read_tau2_tasks, tau2_pivots
 from pivot_envs.pipeline.extract import ExtractOptions, extract_pivots
 from pivot_envs.types import Pivot, Trajectory
 from pivot_envs.verifiers.defaults import default_verifier_spec
@@ -57,8 +58,6 @@ def domain_setup(domain: str, *, tasks: Any = None, split: str = "test", world: 
     """The :class:`Setup` of ``domain`` (see the module docstring). ``limit``: at most this many pivots, drawn with
     ``seed``; ``world`` / ``verifier`` replace the domain's."""
     if domain in TAU2_PRESETS:
-        from pivot_envs.formats.tau2_tasks import read_tau2_tasks, tau2_pivots
-
         trajs = read_tau2_tasks(domain=domain.split("-", 1)[1])
         pivots = tau2_pivots(trajs)
         world = world or domain
@@ -66,8 +65,6 @@ def domain_setup(domain: str, *, tasks: Any = None, split: str = "test", world: 
         return Setup(domain, _sample(pivots, limit, seed), {t.id: t for t in trajs}, world, None, verifier)
     found = find_domain(domain)
     if found is None:
-        from pivot_envs.domains import domain_names
-
         raise ValueError(f"unknown domain {domain!r}; registered: {', '.join(domain_names())} "
                          f"(or a tau2 preset: {', '.join(TAU2_PRESETS)})")
     trajs = resolve_tasks(tasks, domain=domain, split=split)

@@ -8,4 +8,10 @@
 * :mod:`.swe`: SWE-agent's editor, reads and test runs (the swe domain).
 """
 
+from pivot_envs.redteam.case import FAMILIES
 from pivot_envs.redteam.families import answers, search, shell, stops, swe, turns  # noqa: F401 - registers them
+
+
+def family_names() -> list[str]:
+    """The registered families' names, sorted."""
+    return sorted(FAMILIES)

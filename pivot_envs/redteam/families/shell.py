@@ -32,8 +32,8 @@ from pivot_envs.redteam.families.shell_spellings import (
     DESTRUCTIVE,
     DUMP,
     NOOPS,
-    _segments,
-    _writes,
+    simple_commands,
+    writes_files,
     flags,
     long_options,
     ls_long,
@@ -87,8 +87,8 @@ def _result(site: Site) -> str | None:
 
 def _looks_up(site: Site) -> bool:
     command = site.shell_command() or ""
-    segments = _segments(command)
-    return segments is not None and not any(_writes(s) for s in segments)
+    segments = simple_commands(command)
+    return segments is not None and not any(writes_files(s) for s in segments)
 
 
 def _spellings(site: Site) -> Iterable[tuple[str, str]]:
@@ -149,7 +149,7 @@ def _ls_recursive(site: Site) -> Iterable[Made]:
 def _split_and(site: Site) -> Iterable[Made]:
     command = site.shell_command() or ""
     parts = command.split(" && ")
-    if len(parts) != 2 or _segments(command) is None:
+    if len(parts) != 2 or simple_commands(command) is None:
         return
     name = site.calls[0][0]
     split = calls_message([make_call(name, {"command": parts[0]}), make_call(name, {"command": parts[1]})])

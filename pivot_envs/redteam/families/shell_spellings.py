@@ -37,7 +37,7 @@ _LONG = {
 _SEGMENT = re.compile(r"\s*(?:\|\||&&|\||;)\s*")
 
 
-def _segments(command: str) -> list[str] | None:
+def simple_commands(command: str) -> list[str] | None:
     """The simple commands of a pipeline or list, or ``None`` when quoting makes that unsafe to tell."""
     if "\n" in command or "`" in command or "$(" in command:
         return None
@@ -59,7 +59,7 @@ def _program(segment: str) -> str:
 def _rewrite_segments(command: str, rewrite: Callable[[str, str], str | None]) -> str | None:
     """``command`` with each simple command rewritten by ``rewrite(program, segment)`` (``None``: unchanged);
     ``None`` when nothing changed."""
-    segments = _segments(command)
+    segments = simple_commands(command)
     if segments is None:
         return None
     out, changed = command, False
@@ -116,7 +116,7 @@ def long_options(command: str) -> str | None:
 
 def semicolon(command: str, succeeded: bool) -> str | None:
     """``;`` for ``&&`` where the expert's whole command succeeded (then every part ran either way)."""
-    return command.replace(" && ", "; ") if succeeded and " && " in command and _segments(command) else None
+    return command.replace(" && ", "; ") if succeeded and " && " in command and simple_commands(command) else None
 
 
 _CAT = re.compile(r"^cat (\S+)$")
@@ -149,8 +149,8 @@ _LISTINGS = ("find", "ls", "tar", "grep")
 
 def order(command: str) -> str | None:
     """A read-only listing in another order: its final ``| sort`` dropped, or one added."""
-    segments = _segments(command)
-    if not segments or any(_writes(s) for s in segments):
+    segments = simple_commands(command)
+    if not segments or any(writes_files(s) for s in segments):
         return None
     if len(segments) >= 2 and segments[-1].strip() == "sort" and _program(segments[0]) in _LISTINGS:
         return re.sub(r"\s*\|\s*sort\s*$", "", command)
@@ -165,7 +165,7 @@ def ls_long(command: str) -> str | None:
     return f"ls -l{m.group(1)}" if m else None
 
 
-def _writes(segment: str) -> bool:
+def writes_files(segment: str) -> bool:
     return bool(re.search(r">|\b(rm|mv|cp|mkdir|touch|sed -i|chmod|tee|tar -x|tar -c|tar -czf|ln)\b", segment))
 
 
