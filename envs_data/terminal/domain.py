@@ -10,7 +10,6 @@ from typing import Any
 
 from pivot_envs.domains import Domain
 from pivot_envs.envs_data import load_pivots
-from pivot_envs.verifiers import verifier_names
 from pivot_envs.verifiers.defaults import Judge, answer_spec, judge_spec
 from pivot_envs.worlds import register_world
 
@@ -33,18 +32,16 @@ terminal world's digest: a task may be to delete ``__pycache__`` folders, which 
 
 def terminal_verifier(judge: Judge = None) -> dict[str, Any]:
     """``final_turn``: calls by a cascade (``schema`` gate -> the same command's canonical spelling ->
-    ``exec``, when registered, running both commands and comparing what they changed and showed -> the judge);
+    ``exec``, running both commands and comparing what they changed and showed -> the judge);
     a turn whose calls do not match the expert's one to one by its whole effect (``exec`` over every call);
     answers by their facts (+ judge)."""
     stages: list[dict[str, Any]] = [
         {"role": "gate", "verifier": {"name": "schema"}},
         {"role": "accept", "verifier": dict(SHELL_SAME)},
+        {"role": "accept" if judge is not None else "decide", "verifier": dict(SHELL_EFFECT)},
     ]
-    effect = None
-    if "exec" in verifier_names():
-        stages.append({"role": "accept" if judge is not None else "decide", "verifier": dict(SHELL_EFFECT)})
-        effect = {"name": "cascade", "stages": [{"role": "gate", "verifier": {"name": "schema"}},
-                                                {"role": "decide", "verifier": dict(SHELL_EFFECT)}]}
+    effect = {"name": "cascade", "stages": [{"role": "gate", "verifier": {"name": "schema"}},
+                                            {"role": "decide", "verifier": dict(SHELL_EFFECT)}]}
     if judge is not None:
         stages.append({"role": "decide", "verifier": judge_spec(judge)})
     return {"name": "final_turn", "calls": {"name": "cascade", "stages": stages}, "answer": answer_spec(judge),
